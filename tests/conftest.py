@@ -1,0 +1,13 @@
+import os
+
+import pytest
+import torch
+
+# tests run on 2 cores next to other work: keep torch from oversubscribing
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+os.environ.setdefault("TOKENPRUNE_NO_DOWNLOAD", "1")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
