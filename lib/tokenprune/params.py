@@ -1,0 +1,74 @@
+"""Notebook parameters and profiles.
+
+Every notebook's ``parameters`` cell sets ``profile`` (``smoke``, ``default`` or ``paper``) and leaves
+each tunable at ``None``, meaning "the profile's value". :func:`resolve` merges a notebook's
+profile table with the values papermill injected and checks every type, so a wrong parameter fails
+at the first cell with a message naming it and the accepted values, not deep inside an experiment.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Mapping
+
+__all__ = ["PROFILES", "check_profile", "resolve"]
+
+PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
+
+
+def check_profile(profile: Any) -> str:
+    """Validate ``profile``: one of :data:`PROFILES`."""
+    if profile not in PROFILES:
+        raise ValueError(f"profile: unknown {profile!r}; accepted: {list(PROFILES)}")
+    return profile
+
+
+def _type_ok(value: Any, like: Any) -> bool:
+    if like is None or value is None:
+        return True
+    if isinstance(like, bool):
+        return isinstance(value, bool)
+    if isinstance(like, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(like, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(like, (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+            return False
+        return not like or all(_type_ok(v, like[0]) for v in value)
+    return isinstance(value, type(like))
+
+
+def _describe(like: Any) -> str:
+    if isinstance(like, (list, tuple)):
+        return f"a list of {type(like[0]).__name__}" if like else "a list"
+    return type(like).__name__
+
+
+def resolve(profile: str, table: Mapping[str, Mapping[str, Any]], **given: Any) -> SimpleNamespace:
+    """Settings for ``profile`` from ``table[profile]``, overridden by every ``given`` value that is not None.
+
+    Raises ValueError naming a parameter that the table does not know (with the accepted names) or whose
+    type differs from the profile's value (with the expected type and, for ``choices``, the accepted values).
+    ``table`` may hold a ``"choices"`` entry: ``{param: [accepted values]}``.
+    """
+    check_profile(profile)
+    if profile not in table:
+        raise ValueError(f"profile: {profile!r} is not defined for this notebook; accepted: "
+                         f"{[p for p in table if p != 'choices']}")
+    base = dict(table[profile])
+    choices = table.get("choices", {})
+    for name, value in given.items():
+        if name not in base:
+            raise ValueError(f"{name}: not a parameter of this notebook; accepted: {sorted(base)}")
+        if value is None:
+            continue
+        if not _type_ok(value, base[name]):
+            raise ValueError(f"{name}: expected {_describe(base[name])} (profile {profile!r} uses {base[name]!r}), "
+                             f"got {type(value).__name__} {value!r}")
+        base[name] = value
+    for name, accepted in choices.items():
+        vals = base[name] if isinstance(base[name], (list, tuple)) else [base[name]]
+        bad = [v for v in vals if v not in accepted]
+        if bad:
+            raise ValueError(f"{name}: {bad!r} not accepted; accepted: {list(accepted)}")
+    return SimpleNamespace(profile=profile, **base)
