@@ -1,0 +1,781 @@
+"""Notebook reports and the claims ledger.
+
+A notebook builds one :class:`Report`, adds :class:`Claim` s, tables, figures and values, and
+calls :meth:`Report.write`. That writes, under the notebook's report folder
+(``reports/<name>/`` by default), one CSV per table, one PNG per figure and ``results.json``,
+each atomically (temporary file in the same folder, then ``os.replace``), ``results.json``
+last, so a reader never sees a half-written file and ``results.json`` only lists files that
+exist. ``results.json`` carries the provenance: git commit, parameters, seed, library
+versions, hardware, wall time and a UTC timestamp.
+
+:func:`write_ledger` turns every ``reports/*/results.json`` into ``reports/README.md``, the
+claims ledger. The ledger holds no volatile content (no timestamps, timings or commits), so
+the same results give the same bytes and CI can compare verdicts with :func:`ledger_verdicts`
+and :func:`compare_verdicts`, or run ``python -m tokenprune.report --check-against OLD``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import io
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "VERDICTS",
+    "PAPERS",
+    "Claim",
+    "Report",
+    "VerdictChange",
+    "atomic_write",
+    "atomic_write_text",
+    "atomic_write_bytes",
+    "to_jsonable",
+    "dumps_json",
+    "write_json",
+    "provenance",
+    "git_state",
+    "library_versions",
+    "hardware",
+    "load_results",
+    "build_ledger",
+    "write_ledger",
+    "ledger_verdicts",
+    "compare_verdicts",
+    "main",
+]
+
+VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "inconclusive", "not testable here")
+"""The accepted verdicts, in the order the ledger counts them."""
+
+PAPERS: tuple[str, ...] = ("evit", "bat", "varmedad", "decouple", "other")
+"""Paper ids (see DESIGN.md); ``other`` is for checks of our own, e.g. library invariants."""
+
+NEEDS_WHY: frozenset[str] = frozenset({"not reproduced", "inconclusive", "not testable here"})
+
+LEDGER_COMMAND = "make reproduce"
+RESULTS_FILE = "results.json"
+LEDGER_FILE = "README.md"
+SCHEMA_VERSION = 1
+FIGURE_DPI = 120
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NOTEBOOK_MARK = re.compile(r"^<!-- notebook: (?P<name>.+?) -->\s*$")
+
+
+# ----------------------------------------------------------------------------------------------
+# atomic files
+# ----------------------------------------------------------------------------------------------
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def atomic_write(path: str | os.PathLike[str], writer: Callable[[IO[Any]], None], binary: bool = False) -> Path:
+    """Write ``path`` atomically: ``writer(fh)`` fills a temporary file, which then replaces it.
+
+    The temporary file lives in the same folder (so ``os.replace`` is an atomic rename on one
+    file system), is flushed and fsync'ed, gets the usual ``0o666 & ~umask`` permissions, and is
+    removed if ``writer`` raises, in which case any existing ``path`` is left untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        if binary:
+            fh: IO[Any] = os.fdopen(fd, "wb")
+        else:
+            fh = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with fh:
+            writer(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Atomically write UTF-8 ``text`` (``\\n`` line ends) to ``path``."""
+    return atomic_write(path, lambda fh: fh.write(text))
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Atomically write ``data`` to ``path``."""
+    return atomic_write(path, lambda fh: fh.write(data), binary=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON
+# ----------------------------------------------------------------------------------------------
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert ``obj`` into plain JSON types, recursively.
+
+    numpy and torch scalars become Python numbers, arrays and tensors nested lists, dataclasses
+    dicts, paths strings, sets sorted lists, and non-finite floats ``None`` (strict JSON has no
+    NaN). Objects of other types are left as they are, so that encoding them fails loudly.
+    """
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, (str, int, float, bool)):
+                raise TypeError(f"JSON object keys must be str or numbers, got {type(k).__name__}")
+            out[str(k)] = to_jsonable(v)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((to_jsonable(v) for v in obj), key=lambda v: json.dumps(v, sort_keys=True))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, os.PathLike):
+        return Path(obj).as_posix()
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(obj, np.generic):
+            return to_jsonable(obj.item())
+        if isinstance(obj, np.ndarray):
+            return to_jsonable(obj.tolist())
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu()
+        return to_jsonable(t.item() if t.ndim == 0 else t.tolist())
+    return obj
+
+
+def _json_default(obj: Any) -> Any:
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serialisable: {obj!r:.80}")
+
+
+def _dump_kwargs() -> dict[str, Any]:
+    return dict(sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False, default=_json_default)
+
+
+def dumps_json(obj: Any) -> str:
+    """Deterministic JSON text of ``obj``: sorted keys, 2-space indent, strict, final newline."""
+    return json.dumps(to_jsonable(obj), **_dump_kwargs()) + "\n"
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Stream ``obj`` as deterministic JSON into ``path`` atomically (see :func:`atomic_write`).
+
+    Encoding happens while the temporary file is written; if it fails part-way, the temporary
+    file is removed and an existing ``path`` keeps its old content.
+    """
+
+    def _write(fh: IO[str]) -> None:
+        json.dump(to_jsonable(obj), fh, **_dump_kwargs())
+        fh.write("\n")
+
+    return atomic_write(path, _write)
+
+
+# ----------------------------------------------------------------------------------------------
+# claims
+# ----------------------------------------------------------------------------------------------
+
+
+def _scalar(value: Any, name: str) -> float | int | str | None:
+    """A claim value as float, int, str or None (numpy/torch scalars unwrapped, NaN -> None)."""
+    v = to_jsonable(value)
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be a number, a string or None, not a bool")
+    if isinstance(v, (int, float)):
+        return v
+    raise ValueError(f"{name} must be a number, a string or None, got {type(value).__name__}")
+
+
+def _interval(value: Any) -> list[float] | None:
+    """``[low, high]`` from None, a pair, or an object with ``low``/``high`` (metrics.Interval)."""
+    if value is None:
+        return None
+    if hasattr(value, "low") and hasattr(value, "high"):
+        value = [value.low, value.high]
+    v = to_jsonable(value)
+    if not isinstance(v, list) or len(v) != 2:
+        raise ValueError(f"ci must be None or [low, high], got {value!r}")
+    if any(x is None for x in v):
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        raise ValueError(f"ci bounds must be numbers, got {value!r}")
+    low, high = float(v[0]), float(v[1])
+    if low > high:
+        raise ValueError(f"ci low {low} is above high {high}")
+    return [low, high]
+
+
+@dataclass(kw_only=True)
+class Claim:
+    """One audited claim of a paper, with our measurement and a verdict.
+
+    ``verdict`` is exactly one of :data:`VERDICTS`; ``why`` is required (non-empty) for every
+    verdict but ``reproduced``. ``test`` says how the verdict was decided (e.g. "MAC count at
+    224 px, rounded to 0.1 as the paper does"); ``profile`` says at which profile our value was
+    measured (efficiency claims are measured at the paper's scale in every profile).
+    """
+
+    id: str
+    paper: str
+    statement: str
+    source: str
+    verdict: str
+    paper_value: float | str | None = None
+    our_value: float | str | None = None
+    ci: list[float] | None = None
+    unit: str = ""
+    profile: str = ""
+    why: str = ""
+    test: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id or re.search(r"[\s|`]", self.id):
+            raise ValueError(f"id must be a non-empty string without spaces, '|' or '`', got {self.id!r}")
+        if self.paper not in PAPERS:
+            raise ValueError(f"paper must be one of {', '.join(map(repr, PAPERS))}; got {self.paper!r}")
+        if self.verdict not in VERDICTS:
+            raise ValueError(
+                f"verdict must be exactly one of {', '.join(map(repr, VERDICTS))}; got {self.verdict!r}"
+            )
+        for name in ("statement", "source", "unit", "profile", "why", "test"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, got {type(getattr(self, name)).__name__}")
+        if not self.statement.strip():
+            raise ValueError(f"claim {self.id}: statement must not be empty")
+        if self.verdict in NEEDS_WHY and not self.why.strip():
+            raise ValueError(f"claim {self.id}: why is required when the verdict is {self.verdict!r}")
+        self.paper_value = _scalar(self.paper_value, "paper_value")
+        self.our_value = _scalar(self.our_value, "our_value")
+        self.ci = _interval(self.ci)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The claim as a plain dict (what results.json stores)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Claim":
+        """Rebuild (and re-validate) a claim from :meth:`to_dict` output; unknown keys are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown claim fields: {', '.join(unknown)}")
+        return cls(**dict(data))
+
+
+# ----------------------------------------------------------------------------------------------
+# provenance
+# ----------------------------------------------------------------------------------------------
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=15, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_state(cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Commit of the repository holding ``cwd`` (default: this package) and whether it is dirty.
+
+    Only read-only commands run (``git rev-parse``, ``git status``). ``dirty`` means tracked
+    files differ from the commit outside ``reports/`` (the reports are what a run writes);
+    ``commit`` and ``dirty`` are None outside a repository or before the first commit.
+    """
+    where = Path(cwd) if cwd is not None else Path(__file__).resolve().parent
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    commit = _git(["rev-parse", "--verify", "-q", "HEAD"], where)
+    commit = commit.strip() if commit else None
+    dirty: bool | None = None
+    if commit:
+        status = _git(
+            ["status", "--porcelain", "--untracked-files=no", "--", ":/", ":(top,exclude)reports"],
+            where,
+        )
+        dirty = None if status is None else bool(status.strip())
+    return {"commit": commit, "dirty": dirty, "dirty_ignores": "reports/"}
+
+
+_VERSIONED = ("torch", "timm", "numpy", "datasets", "scipy", "pandas", "matplotlib", "tokenprune")
+
+
+def library_versions() -> dict[str, str | None]:
+    """Versions of python and the libraries whose behaviour the results depend on."""
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in _VERSIONED:
+        mod = sys.modules.get(name)
+        version = getattr(mod, "__version__", None) if mod is not None else None
+        if version is None:
+            try:
+                version = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                version = None
+        out[name] = str(version) if version is not None else None
+    return out
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model"):
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def hardware() -> dict[str, Any]:
+    """CPU model, core counts, memory, torch threads and GPU names (None without CUDA)."""
+    try:
+        available = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        available = os.cpu_count()
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_available": available,
+        "memory_gib": _memory_gib(),
+        "torch_threads": None,
+        "gpus": None,
+        "cuda": None,
+    }
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return info
+    info["torch_threads"] = torch.get_num_threads()
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def provenance(
+    params: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    started: float | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Everything needed to say where a result came from.
+
+    ``started`` is a ``time.perf_counter()`` reading; the wall time is measured from it.
+    """
+    return {
+        "git": git_state(cwd),
+        "parameters": dict(params or {}),
+        "seed": seed,
+        "versions": library_versions(),
+        "hardware": hardware(),
+        "wall_time_s": None if started is None else round(time.perf_counter() - started, 3),
+        "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# reports
+# ----------------------------------------------------------------------------------------------
+
+
+def _file_stem(name: str, ext: str) -> str:
+    stem = name[: -len(ext)] if name.endswith(ext) else name
+    if not _NAME_RE.match(stem):
+        raise ValueError(f"name {name!r} must match {_NAME_RE.pattern} (it becomes a file name)")
+    return stem
+
+
+class Report:
+    """What one notebook produces: claims, tables, figures and values, written atomically.
+
+    ``out_dir`` is this notebook's own folder (default ``reports/<name>``). Tables and figures
+    are rendered when added (a later change to the DataFrame or Figure is not picked up);
+    nothing touches the disk until :meth:`write`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        out_dir: str | os.PathLike[str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        profile: str = "default",
+        title: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if not _NAME_RE.match(name):
+            raise ValueError(f"name {name!r} must match {_NAME_RE.pattern}")
+        self.name = name
+        self.title = title or name
+        self.out_dir = Path(out_dir) if out_dir is not None else Path("reports") / name
+        self.params: dict[str, Any] = dict(params or {})
+        self.profile = profile
+        self.seed = seed if seed is not None else self.params.get("seed")
+        self._started = time.perf_counter()
+        self._claims: list[Claim] = []
+        self._tables: dict[str, str] = {}
+        self._figures: dict[str, bytes] = {}
+        self.values: dict[str, Any] = {}
+
+    @property
+    def claims(self) -> tuple[Claim, ...]:
+        return tuple(self._claims)
+
+    def add_claim(self, claim: Claim | None = None, /, **fields: Any) -> Claim:
+        """Add a :class:`Claim`, given as an object or as its fields.
+
+        ``profile`` defaults to the report's profile. Claim ids must be unique in a report.
+        """
+        if claim is None:
+            fields.setdefault("profile", self.profile)
+            claim = Claim(**fields)
+        elif fields:
+            raise TypeError("pass either a Claim or its fields, not both")
+        if not claim.profile:
+            claim = dataclasses.replace(claim, profile=self.profile)
+        if any(c.id == claim.id for c in self._claims):
+            raise ValueError(f"duplicate claim id {claim.id!r} in report {self.name!r}")
+        self._claims.append(claim)
+        return claim
+
+    def add_table(self, name: str, df: Any, index: bool | None = None) -> Path:
+        """Render a pandas DataFrame to ``<name>.csv`` (written by :meth:`write`).
+
+        The index is written when ``index`` is True, or by default when it is not a plain
+        0..n-1 range. Returns the path the file will have.
+        """
+        stem = _file_stem(name, ".csv")
+        if index is None:
+            import pandas as pd
+
+            idx = df.index
+            index = not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None)
+        self._tables[f"{stem}.csv"] = df.to_csv(index=index, lineterminator="\n")
+        return self.out_dir / f"{stem}.csv"
+
+    def add_figure(self, name: str, fig: Any, dpi: int = FIGURE_DPI) -> Path:
+        """Render a matplotlib Figure to ``<name>.png`` at ``dpi`` (written by :meth:`write`)."""
+        stem = _file_stem(name, ".png")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+        self._figures[f"{stem}.png"] = buf.getvalue()
+        return self.out_dir / f"{stem}.png"
+
+    def add_value(self, key: str, value: Any) -> None:
+        """Record a free-form value (number, string, list, dict, numpy/torch scalar) in results.json."""
+        self.values[key] = value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The content of results.json (provenance taken now)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "name": self.name,
+            "title": self.title,
+            "profile": self.profile,
+            "params": self.params,
+            "provenance": provenance(self.params, self.seed, self._started, cwd=self.out_dir),
+            "claims": [c.to_dict() for c in self._claims],
+            "tables": sorted(self._tables),
+            "figures": sorted(self._figures),
+            "values": self.values,
+        }
+
+    def write(self) -> Path:
+        """Write tables, figures, then results.json, each atomically; return results.json's path.
+
+        results.json is encoded before any file is touched, so an unserialisable value fails
+        the write without changing anything on disk.
+        """
+        text = dumps_json(self.to_dict())
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for fname, csv in sorted(self._tables.items()):
+            atomic_write_text(self.out_dir / fname, csv)
+        for fname, png in sorted(self._figures.items()):
+            atomic_write_bytes(self.out_dir / fname, png)
+        return atomic_write_text(self.out_dir / RESULTS_FILE, text)
+
+
+# ----------------------------------------------------------------------------------------------
+# the claims ledger
+# ----------------------------------------------------------------------------------------------
+
+
+def load_results(reports_dir: str | os.PathLike[str] = "reports") -> list[dict[str, Any]]:
+    """Every ``<reports_dir>/*/results.json``, sorted by notebook name, claims validated.
+
+    Each dict gets ``_dir`` (the folder name). A notebook's name is its ``name`` field, or
+    its folder name when that is missing.
+    """
+    out = []
+    for path in sorted(Path(reports_dir).glob(f"*/{RESULTS_FILE}")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data.setdefault("name", path.parent.name)
+            data["claims"] = [Claim.from_dict(c).to_dict() for c in data.get("claims", [])]
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+        data["_dir"] = path.parent.name
+        out.append(data)
+    out.sort(key=lambda d: (str(d["name"]), d["_dir"]))
+    names = [d["name"] for d in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"several report folders claim the notebook name(s) {dup}")
+    return out
+
+
+def _fmt_number(v: float | int) -> str:
+    """Short, stable text of a number: as typed when short (``3.0`` stays ``3.0``), else 4 digits."""
+    if isinstance(v, int):
+        return str(v)
+    short = repr(float(v))
+    return short if len(short) <= 7 else f"{v:.4g}"
+
+
+def _fmt_value(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return _fmt_number(v)
+    return _cell(str(v))
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def _ours(claim: Mapping[str, Any]) -> str:
+    s = _fmt_value(claim.get("our_value"))
+    ci = claim.get("ci")
+    if ci:
+        s += f" [{_fmt_number(ci[0])}, {_fmt_number(ci[1])}]"
+    return s
+
+
+_CLAIM_COLUMNS = ("claim", "statement", "paper", "ours [CI]", "unit", "profile", "verdict", "why")
+
+
+def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
+    """The claims ledger (markdown) built from every ``<reports_dir>/*/results.json``.
+
+    Deterministic: notebooks sorted by name, claims in the order the notebook added them, and
+    no timestamps, timings or commits (those stay in results.json).
+    """
+    results = load_results(reports_dir)
+    base = Path(reports_dir).name or "reports"
+    lines = [
+        "# Claims ledger",
+        "",
+        f"<!-- generated file: run `{LEDGER_COMMAND}` (or `python -m tokenprune.report`); never edit by hand -->",
+        f"> Generated by `{LEDGER_COMMAND}` from `{base}/*/{RESULTS_FILE}` "
+        "(`python -m tokenprune.report`). Never edit this file by hand: rerun the command.",
+        "",
+        "Each row is one claim of a paper, the number the paper gives, ours with its confidence "
+        "interval, the profile it was measured at, and the verdict: "
+        + ", ".join(f"**{v}**" for v in VERDICTS)
+        + ". Provenance (commit, versions, hardware, timings) is in each notebook's results.json.",
+        "",
+        "## Summary",
+        "",
+        "| notebook | profile | claims | " + " | ".join(VERDICTS) + " |",
+        "|---|---|---:|" + "---:|" * len(VERDICTS),
+    ]
+    totals = dict.fromkeys(VERDICTS, 0)
+    for r in results:
+        counts = dict.fromkeys(VERDICTS, 0)
+        for c in r["claims"]:
+            counts[c["verdict"]] += 1
+            totals[c["verdict"]] += 1
+        link = f"[{_cell(str(r['name']))}]({r['_dir']}/{RESULTS_FILE})"
+        lines.append(
+            f"| {link} | {_cell(str(r.get('profile', '')))} | {len(r['claims'])} | "
+            + " | ".join(str(counts[v]) for v in VERDICTS)
+            + " |"
+        )
+    lines.append(
+        f"| **all** | | {sum(totals.values())} | " + " | ".join(str(totals[v]) for v in VERDICTS) + " |"
+    )
+    for r in results:
+        title = str(r.get("title") or r["name"])
+        lines += ["", f"## {_cell(str(r['name']))}: {_cell(title)}", f"<!-- notebook: {r['name']} -->", ""]
+        if not r["claims"]:
+            lines.append("_No claims recorded._")
+            continue
+        lines.append("| " + " | ".join(_CLAIM_COLUMNS) + " |")
+        lines.append("|" + "---|" * len(_CLAIM_COLUMNS))
+        for c in r["claims"]:
+            statement = _cell(c["statement"])
+            if c.get("source"):
+                statement += f" ({_cell(c['source'])})"
+            row = [
+                f"`{c['id']}`",
+                statement,
+                _fmt_value(c.get("paper_value")),
+                _ours(c),
+                _cell(c.get("unit", "")),
+                _cell(c.get("profile", "")),
+                c["verdict"],
+                _cell(c.get("why", "")),
+            ]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_ledger(reports_dir: str | os.PathLike[str] = "reports") -> Path:
+    """Build the ledger and write it atomically to ``<reports_dir>/README.md``."""
+    return atomic_write_text(Path(reports_dir) / LEDGER_FILE, build_ledger(reports_dir))
+
+
+def _split_row(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip())
+    return [c.strip() for c in cells[1:-1]]
+
+
+def _parse_ledger(text: str) -> dict[tuple[str, str], str]:
+    verdicts: dict[tuple[str, str], str] = {}
+    notebook: str | None = None
+    columns: list[str] | None = None
+    for line in text.splitlines():
+        mark = _NOTEBOOK_MARK.match(line)
+        if mark:
+            notebook, columns = mark.group("name"), None
+            continue
+        if notebook is None or not line.startswith("|"):
+            continue
+        cells = _split_row(line)
+        if columns is None:
+            columns = cells
+            continue
+        if "claim" not in columns or "verdict" not in columns or len(cells) != len(columns):
+            continue
+        claim_id = cells[columns.index("claim")].strip("`")
+        if claim_id and not set(claim_id) <= {"-", ":"}:
+            verdicts[(notebook, claim_id)] = cells[columns.index("verdict")]
+    return verdicts
+
+
+def ledger_verdicts(source: str | os.PathLike[str] = "reports") -> dict[tuple[str, str], str]:
+    """``{(notebook, claim_id): verdict}`` from a reports folder or from a ledger markdown file.
+
+    A folder is read through its ``*/results.json``; a file (e.g. a saved copy of the committed
+    ``reports/README.md``) is parsed as a ledger written by :func:`build_ledger`.
+    """
+    path = Path(source)
+    if path.is_file():
+        return _parse_ledger(path.read_text(encoding="utf-8"))
+    return {(str(r["name"]), c["id"]): c["verdict"] for r in load_results(path) for c in r["claims"]}
+
+
+@dataclass(frozen=True)
+class VerdictChange:
+    """A claim whose verdict differs between two ledgers (None: absent on that side)."""
+
+    notebook: str
+    claim_id: str
+    old: str | None
+    new: str | None
+
+    @property
+    def kind(self) -> str:
+        """``changed``, ``added`` (only in the new ledger) or ``removed`` (only in the old)."""
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "removed"
+        return "changed"
+
+    def __str__(self) -> str:
+        return f"{self.notebook} / {self.claim_id}: {self.kind} ({self.old!r} -> {self.new!r})"
+
+
+def compare_verdicts(
+    old: Mapping[tuple[str, str], str], new: Mapping[tuple[str, str], str]
+) -> list[VerdictChange]:
+    """Claims whose verdict changed, appeared or disappeared between ``old`` and ``new``, sorted."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a != b:
+            changes.append(VerdictChange(key[0], key[1], a, b))
+    return changes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tokenprune.report [REPORTS_DIR] [--check-against OLD] [--no-write]``.
+
+    Regenerates ``REPORTS_DIR/README.md``. With ``--check-against OLD`` (a saved ledger file
+    or a reports folder), also prints every verdict that differs from OLD and exits 1 if any.
+    """
+    parser = argparse.ArgumentParser(prog="python -m tokenprune.report", description=main.__doc__)
+    parser.add_argument("reports_dir", nargs="?", default="reports")
+    parser.add_argument("--check-against", metavar="OLD", help="saved ledger (.md) or reports folder to compare verdicts with")
+    parser.add_argument("--changed-only", action="store_true", help="ignore added and removed claims in the check")
+    parser.add_argument("--no-write", action="store_true", help="do not rewrite README.md")
+    args = parser.parse_args(argv)
+    old = ledger_verdicts(args.check_against) if args.check_against else None
+    if not args.no_write:
+        print(f"wrote {write_ledger(args.reports_dir)}")
+    if old is None:
+        return 0
+    diffs = compare_verdicts(old, ledger_verdicts(args.reports_dir))
+    if args.changed_only:
+        diffs = [d for d in diffs if d.kind == "changed"]
+    for d in diffs:
+        print(f"verdict differs: {d}")
+    print(f"{len(diffs)} verdict difference(s)")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
