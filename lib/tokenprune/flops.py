@@ -85,6 +85,7 @@ def analytic_macs(model: VisionTransformer, img_size: Optional[int | Sequence[in
         schedule = Schedule.build(depth, keep_rate, schedule.locations if st is not None else EVIT_LOCATIONS)
     # an unpatched model with a keep_rate override is counted as EViT ([CLS] row, one fused token)
     needs_full_map = st is not None and "attn" in st.needs
+    needs_cls_row = st is None or "cls_attn" in st.needs
     adds_tokens = st.reducer.adds_tokens if st is not None else 1
     blocks, tin, tout = [], [], []
     reduction = 0
@@ -96,10 +97,12 @@ def analytic_macs(model: VisionTransformer, img_size: Optional[int | Sequence[in
         r = schedule.at(i)
         if r < 1.0 and num_keep(n, r) < n:
             k = num_keep(n, r)
-            if not needs_full_map:
+            if not needs_full_map and needs_cls_row:
                 reduction += n_in * a  # q_cls . K^T next to the fused kernel
-            if adds_tokens:
-                reduction += (n - k) * d  # weighted sum of the pruned tokens
+            if st is not None:
+                reduction += st.reducer.cost(n, k, d, blk.attn.head_dim)
+            else:
+                reduction += (n - k) * d  # EViT's weighted sum of the pruned tokens
             n = k + adds_tokens
         n_out = n + p
         macs += 2 * n_out * d * f
