@@ -103,6 +103,8 @@ class PruneState:
 
     @property
     def needs(self) -> frozenset:
+        if not self.reducer.uses_scores:
+            return self.reducer.needs
         return self.scorer.needs | self.reducer.needs
 
     def begin(self, x: torch.Tensor) -> None:
@@ -126,12 +128,13 @@ class PruneState:
         ctx = TokenContext(x=x, num_prefix_tokens=self.num_prefix_tokens, block_index=block_index,
                            cls_attn=stats.get("cls_attn"), attn=stats.get("attn"), keys=stats.get("keys"),
                            size=self.size, source=self.source, extras=self.extras)
-        scores = self.scorer(ctx)
+        scores = self.scorer(ctx) if self.reducer.uses_scores else None
         out = self.reducer(ctx, scores, n_keep)
         self.size, self.source = out.size, out.source
         if self.trace:
             self.history.append({"block": block_index, "keep_idx": out.keep_idx.detach(),
-                                 "scores": scores.detach(), "source": out.source.detach()})
+                                 "scores": None if scores is None else scores.detach(),
+                                 "source": out.source.detach()})
         return out.x
 
 

@@ -350,7 +350,7 @@ def merge_dpcknn(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clust
     return Reduction(x, new_size, new_src, keep_idx)
 
 
-@register_reducer("cluster_all", cost=lambda n_tokens, n_kept, dim, head_dim, **_: _dpcknn_cost(n_tokens, n_kept, dim),
+@register_reducer("cluster_all", uses_scores=False, cost=lambda n_tokens, n_kept, dim, head_dim, **_: _dpcknn_cost(n_tokens, n_kept, dim),
                   reference="BAT ablation 'diversity only': DPC-KNN over all tokens, no importance")
 def cluster_all(ctx: TokenContext, scores: torch.Tensor, n_keep: int, k: int = 5) -> Reduction:
     """Diversity only: cluster every prunable token by DPC-KNN into ``n_keep`` clusters and keep their
