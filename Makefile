@@ -27,8 +27,8 @@ data: install
 reproduce: data
 	$(PY) -m tokenprune.pipeline --profile $(PROFILE)
 
-## test: unit tests and a smoke run of every notebook
-test: install
+## test: unit tests and a smoke run of every notebook (on the real embedded data, hence `data`)
+test: data
 	$(PY) -m pytest -q
 
 ## bench: EViT DeiT-S throughput side by side (not part of the tests)
