@@ -105,6 +105,10 @@ def get_reducer(name: str | ReducerSpec, **options) -> ReducerSpec:
         if options:
             raise ValueError("reducer_options: cannot bind options to an already-built ReducerSpec")
         return name
+    if isinstance(name, str) and name not in REDUCERS:
+        from .scorers import load_plugins
+
+        load_plugins()
     if not isinstance(name, str) or name not in REDUCERS:
         raise ValueError(f"reducer: unknown name {name!r}; accepted: {sorted(REDUCERS)}")
     spec = REDUCERS[name]

@@ -89,6 +89,18 @@ class ScorerSpec:
 
 SCORERS: dict[str, ScorerSpec] = {}
 
+#: modules that register further scorers and reducers; imported on first lookup so every name resolves
+PLUGIN_MODULES: tuple[str, ...] = ("tokenprune.varmedad", "tokenprune.oracle", "tokenprune.predictor",
+                                   "tokenprune.priors", "tokenprune.bat")
+
+
+def load_plugins() -> None:
+    """Import :data:`PLUGIN_MODULES` (idempotent), registering their scorers and reducers."""
+    import importlib
+
+    for mod in PLUGIN_MODULES:
+        importlib.import_module(mod)
+
 
 def register_scorer(name: str, needs: tuple[str, ...] = (), reference: str = ""):
     """Register ``fn`` as scorer ``name``; ``needs`` is a subset of ``{"cls_attn", "attn", "keys"}``."""
@@ -107,6 +119,7 @@ def register_scorer(name: str, needs: tuple[str, ...] = (), reference: str = "")
 
 def scorer_names() -> list[str]:
     """Registered scorer names, plus the ``inverse:<name>`` form accepted by :func:`get_scorer`."""
+    load_plugins()
     return sorted(SCORERS) + ["inverse:<name>"]
 
 
@@ -119,6 +132,8 @@ def get_scorer(name: str | ScorerSpec) -> ScorerSpec:
     if name.startswith("inverse:"):
         base = get_scorer(name[len("inverse:"):])
         return ScorerSpec(name, lambda ctx, f=base.fn: -f(ctx), base.needs, f"negated {base.name}")
+    if name not in SCORERS:
+        load_plugins()
     if name not in SCORERS:
         raise ValueError(f"scorer: unknown name {name!r}; accepted: {scorer_names()}")
     return SCORERS[name]
@@ -169,11 +184,17 @@ def attention_variance(ctx: TokenContext) -> torch.Tensor:
 @register_scorer("attention_variance_eq6", needs=("cls_attn",),
                  reference="arXiv 2507.19175, Eq. 6 exactly as printed: (1/H) sum_h (a_h - mean_h a), identically 0")
 def attention_variance_eq6(ctx: TokenContext) -> torch.Tensor:
-    """Eq. 6 as printed, without the square. The mean deviation from the mean is 0 for every input
-    (up to rounding), so selection degenerates to the tie-break: the first k tokens in raster order.
-    Kept to demonstrate the defect."""
+    """Eq. 6 as printed, without the square. The mean deviation from the mean is 0 for every input,
+    so selection degenerates to the tie-break: the first k tokens in raster order. Kept to demonstrate
+    the defect.
+
+    Evaluated by linearity, ``(1/H) sum_h (a_h - mean) = mean_h(a) - mean_h(a)``, so the floating-point
+    result is the exact 0 of the algebra (NaN stays NaN). The literal elementwise evaluation leaves
+    rounding residues of order ``eps * mean`` (about 1e-10) whose signs would rank the tokens by
+    rounding error instead; ``tokenprune.varmedad`` registers it as ``attention_variance_eq6_float``."""
     a = _require(ctx, "cls_attn", "attention_variance_eq6")[:, :, ctx.num_prefix_tokens:]
-    return (a - a.mean(dim=1, keepdim=True)).mean(dim=1)
+    m = a.mean(dim=1)
+    return m - m
 
 
 def _lower_median(t: torch.Tensor, dim: int) -> torch.Tensor:
