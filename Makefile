@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PROFILE ?= default
 
-.PHONY: reproduce test install data bench clean-staging
+.PHONY: reproduce test install data models bench clean-staging
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,12 @@ install: $(STAMP)
 data: install
 	$(PY) -m tokenprune.prepare
 
+## models: the default profile's base models (loaded from data/checkpoints/ when their SHA-256 matches, else trained)
+models: data
+	$(PY) -m tokenprune.models
+
 ## reproduce: every notebook at PROFILE (default), regenerating reports/ and the claims ledger
-reproduce: data
+reproduce: models
 	$(PY) -m tokenprune.pipeline --profile $(PROFILE)
 
 ## test: unit tests and a smoke run of every notebook (on the real embedded data, hence `data`)
