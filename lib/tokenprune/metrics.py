@@ -741,3 +741,59 @@ def diversity(tokens: np.ndarray | torch.Tensor, center: bool = False) -> Divers
         float(mean_pairwise_cosine_distance(tokens).mean()),
         float(effective_rank(tokens, center=center).mean()),
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# trained configurations: paired seeds and paired images
+# ----------------------------------------------------------------------------------------------
+
+__all__ += ["seed_image_bootstrap_diff"]
+
+
+def seed_image_bootstrap_diff(
+    a: ArrayLike,
+    b: ArrayLike,
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> PairedDiff:
+    """Two-stage bootstrap of ``mean(a) - mean(b)`` for per-image metrics of trained models, ``[S, N]``.
+
+    Row ``s`` holds the per-image values (e.g. correctness) of the model trained with seed ``s``, on the same
+    ``N`` images in the same order for ``a`` and ``b``; seeds pair too (seed ``s`` of ``a`` and of ``b`` saw
+    the same data in the same order). Each resample draws ``S`` seeds with replacement, then ``N`` images with
+    replacement (Davison & Hinkley, 1997, Sec. 3.8: resample the top level, then within it), and takes the
+    mean difference, so the interval holds both the training noise (across seeds) and the sampling of test
+    images. A one-row ``b`` (an untrained reference) is compared with every seed of ``a``. With few seeds the
+    seed stage understates the spread by about ``(S - 1) / S``; report the per-seed values beside it.
+    The two-sided p-value centres the bootstrap distribution on the null, as :func:`paired_bootstrap_diff`.
+    ``n`` of the result is the number of images.
+    """
+    x, y = _np(a, np.float64), _np(b, np.float64)
+    if x.ndim == 1:
+        x = x[None]
+    if y.ndim == 1:
+        y = y[None]
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or (x.shape[0] != y.shape[0] and 1 not in (x.shape[0], y.shape[0])):
+        raise ValueError(f"a, b: expected [S, N] arrays with the same N and the same S (or S = 1), got {x.shape}, {y.shape}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    d = x - y
+    if np.isnan(d).any():
+        raise ValueError("seed_image_bootstrap_diff: NaN values are not supported")
+    s, n = d.shape
+    rng = np.random.default_rng(seed)
+    est = float(d.mean())
+    boots = np.empty(n_boot, dtype=np.float64)
+    chunk = max(1, min(n_boot, 4_000_000 // max(n, 1)))
+    for start in range(0, n_boot, chunk):
+        stop = min(start + chunk, n_boot)
+        k = stop - start
+        weights = np.stack([np.bincount(rng.integers(0, s, s), minlength=s) for _ in range(k)]) / s  # [k, S]
+        per_image = weights @ d                                                                          # [k, N]
+        idx = rng.integers(0, n, size=(k, n))
+        boots[start:stop] = np.take_along_axis(per_image, idx, axis=1).mean(1)
+    low, high = np.quantile(boots, [alpha / 2.0, 1.0 - alpha / 2.0])
+    extreme = np.abs(boots - est) >= abs(est) - 1e-12
+    p = float((1 + extreme.sum()) / (n_boot + 1))
+    return PairedDiff(est, float(low), float(high), min(p, 1.0), int(n), 1.0 - alpha)

@@ -30,3 +30,140 @@ EVIT = {
         "speedup_keep0.8": 1.26,
     },
 }
+
+# ----------------------------------------------------------------------------------------------
+# Igaue & Aizawa, arXiv 2507.19175 (varmedad): numbers as the machine review (shared/papers/varmedad-review.txt)
+# reports them; no code or second source exists (shared/papers/README.md). DeiT-S fine-tuned on ImageNet-100,
+# pruning at blocks 4/7/10, one run each. "GFLOPs" as printed; 2.64 is EViT-style DeiT-S keep 0.6, i.e. MACs.
+# ----------------------------------------------------------------------------------------------
+
+__all__ += ["VARMEDAD", "VARMEDAD_SOURCE"]
+
+VARMEDAD_SOURCE = ("Igaue & Aizawa, arXiv 2507.19175 v1, as reported by the Pith machine review "
+                   "(shared/papers/varmedad-review.txt) and shared/papers/README.md")
+
+VARMEDAD = {
+    "model": "deit_small_patch16_224",
+    "dataset": "ImageNet-100 (fine-tuning)",
+    "locations": (4, 7, 10),
+    "num_heads": 6,
+    "seeds": 1,
+    # Table 2: methods compared at about 2.64 GFLOPs ("At matched compute (2.64 GFLOPs) the method reports 85.90%
+    # top-1 accuracy with the variance indicator and 85.82% with median absolute deviation, versus 85.68% for EViT
+    # and 85.36% for ToMe")
+    "matched": {
+        "gflops": 2.64,
+        "keep_rate": 0.6,  # shared/papers/README.md: 2.64 = EViT-style keep 0.6 on DeiT-S
+        "top1": {"attention_variance": 85.90, "attention_medad": 85.82, "evit": 85.68, "tome": 85.36},
+        "source": "Table 2 (review: 'At matched compute (2.64 GFLOPs)')",
+    },
+    # Table 3: overlapping patch embedding, stride 12 = 3/4 of 16 ("with overlapping patch embeddings, keeping 60%
+    # of patches yields 87.16% accuracy, 0.42 points above the no-pruning baseline while using slightly fewer FLOPs";
+    # "at r=0.6 the model beats the all-patch baseline while using 2% fewer FLOPs")
+    "overlap": {
+        "stride": 12,
+        "keep_rate": 0.6,
+        "top1": 87.16,
+        "baseline_top1": 86.74,
+        "margin": 0.42,
+        "flops_reduction": 0.02,
+        "source": "Table 3 (review: reading notes and 'If this is right')",
+    },
+    # Table 1 typo (review, minor comment 1): "The reported accuracy drop of (-3.45) for attention MedAD without
+    # patch fusion at r=0.8 is inconsistent with the adjacent values and with the accuracy of 85.98"
+    "table1_typo": {
+        "scorer": "attention_medad",
+        "fusion": False,
+        "keep_rate": 0.8,
+        "top1": 85.98,
+        "printed_drop": -3.45,
+        "baseline_top1": 86.74,  # assumption: the unpruned DeiT-S of Table 3 (87.16 - 0.42); Table 1's own
+                                  # baseline is not quoted by the review
+        "source": "Table 1 (review, minor comment 1)",
+    },
+    # Eq. 6 as printed: a_var = (1/H) sum_h (a_h - mean_h a): identically zero (review, major comment 1)
+    "eq6_printed": "a_var = 1/H sum_h (a_class^(h) - a_bar)",
+}
+
+# ----------------------------------------------------------------------------------------------
+# BAT: Long et al., "Beyond Attentive Tokens: Incorporating Token Importance and Diversity for Efficient Vision
+# Transformers", CVPR 2023, arXiv 2211.11315. Printed numbers as shared/papers/README.md verified them; the
+# official repository BWLONG/BeyondAttentiveTokens holds training logs (log/Ours-<rho>.log), no code. The first
+# line of each log is the authors' own MAC counter ("GMACs: ..."), the second the parameter count.
+# ----------------------------------------------------------------------------------------------
+
+__all__ += ["BAT", "BAT_SOURCE"]
+
+BAT_SOURCE = ("BAT (Long et al., CVPR 2023, arXiv 2211.11315) Table 1 as verified in shared/papers/README.md; "
+              "GMACs and parameter counts printed in the first lines of BWLONG/BeyondAttentiveTokens log/Ours-<rho>.log")
+
+BAT = {
+    "deit_small_patch16_224": {
+        "baseline": {"top1": 79.8, "gmacs": 4.6},
+        # keep rate rho -> top-1 (%, ImageNet-1k val, max over epochs per the logs) and GMACs as printed
+        "keep": {
+            0.7: {"top1": 79.6, "gmacs": 3.0},
+            0.6: {"top1": 79.3, "gmacs": 2.6},
+            0.5: {"top1": 79.0, "gmacs": 2.3},
+            0.4: {"top1": 78.6, "gmacs": 2.0},
+            0.3: {"top1": 77.8, "gmacs": 1.8},
+            0.2: {"top1": 76.4, "gmacs": 1.6},
+        },
+        # "GMACs: ..." on the first line of log/Ours-<rho>.log (commit 888ea858), verbatim
+        "log_gmacs": {0.7: 3.0047916370000003, 0.6: 2.583245078, 0.5: 2.344407958, 0.4: 2.0830414740000003,
+                      0.3: 1.8232578940000002, 0.2: 1.6450529900000002},
+        # "number of params: 22050664" in every log: DeiT-S's own count, i.e. no extra parameters
+        "log_params": 22050664,
+        # logs: rho 0.7 trained from scratch for 300 epochs, the others fine-tuned for 30 epochs
+        "log_epochs": {0.7: 300, 0.6: 30, 0.5: 30, 0.4: 30, 0.3: 30, 0.2: 30},
+        "locations": (4, 7, 10),
+    },
+    "deit_tiny_patch16_224": {
+        # shared/papers/README.md: "DeiT-T: 72.3 / 0.8 (baseline 72.2 / 1.3)"; the study's issue text says 1.2
+        "baseline": {"top1": 72.2, "gmacs": 1.3, "gmacs_issue_text": 1.2},
+        "bat": {"top1": 72.3, "gmacs": 0.8},  # the keep rate is not stated with it
+    },
+    "lv_vit_s": {"top1": 83.1, "gmacs": 4.7},
+    # EViT's comparison row as BAT's Table 1 prints it at rho = 0.7 (= paper_numbers.EVIT): 79.5 / 3.0
+    "evit_deit_s_keep0.7": {"top1": 79.5, "gmacs": 3.0},
+    # not in the paper: a third-party summary (shared/papers/bat-secondary-summary.txt, Sec. 2.3) claims the
+    # objective "L = alpha L_imp + beta L_div"; BAT has no extra loss and no extra parameter
+    "secondary_summary_loss": "L = alpha L_imp + beta L_div",
+}
+
+__all__ += ["DECOUPLE", "DECOUPLE_SOURCE"]
+
+DECOUPLE_SOURCE = ("'Part-Coverage and Faithfulness Decouple in ViT Token Pruning for Fine-Grained Visual Categorization': "
+                   "no text of the paper was found; numbers from a popular-press summary "
+                   "(shared/papers/decoupling-press-summary.txt), all unverified")
+
+#: The decoupling study, as the press summary reports it (every value unverified; definitions unknown)
+DECOUPLE = {
+    # "On the aircraft dataset ... improved the coverage of the actual plane parts by more than six percentage points"
+    "coverage_gain_aircraft_pp": 6.0,
+    # "the two methods were almost identical" (faithfulness)
+    "faithfulness": "almost identical",
+    # "most visible when the model is looking at the image at a specific, intermediate stage of its processing"
+    "largest_at": "intermediate block, low keep rate",
+    # "When they tested a much larger, more powerful version of the model, the difference ... vanished"
+    "larger_model": "ViT-B: no gap",
+    "datasets": ("CUB-200-2011", "Stanford Cars", "FGVC-Aircraft"),
+}
+
+__all__ += ["EVIT_TEXT", "EVIT_TEXT_SOURCE"]
+
+EVIT_TEXT_SOURCE = "EViT (Liang et al., ICLR 2022), Sec. 1 (shared/papers/evit-paper-text.txt; its tables are not in the text)"
+
+#: EViT numbers stated in the running text (the tables behind them, Tables 5, 6, 10, 13, 14, 15, are not in our copy)
+EVIT_TEXT = {
+    # "we improve the ImageNet classification accuracy of the DeiT-S model by 1% under the same computational cost"
+    # (higher-resolution input with EViT, Table 5)
+    "higher_res_gain_deit_s_pp": 1.0,
+    # "by using an oracle ViT to guide the token reorganization process, our method can increase the accuracy of the
+    # original DeiT-S from 79.8% to 80.7% while reducing its computation cost by 36%" (Table 6: EViT initialised from a
+    # trained DeiT-S; not the DINO-attention experiment of Table 14, whose numbers the text does not give)
+    "oracle_init_deit_s": {"top1_before": 79.8, "top1_after": 80.7, "mac_reduction": 0.36},
+    # Table 2 text: "the accuracy fluctuation in EViT with inattentive token fusion is smaller ... as shown by the
+    # standard deviation in Table 2" (the values are not in the text)
+    "fusion_smaller_std": True,
+}
