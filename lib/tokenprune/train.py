@@ -886,7 +886,10 @@ def bench_training(settings: Sequence[str] = ("fp32", "fp32+eager_attn", "bf16",
 
 
 def _format_table(rows: list[dict], meta: dict) -> str:
-    lines = [f"small ViT training throughput ({meta})", "",
+    head = (f"small ViT (12 blocks, width {meta['embed_dim']}, 50 tokens) training images/s, batch {meta['batch']}, "
+            f"{meta['torch_threads']} threads, {meta['cpu']}; load average before/after: "
+            f"{meta['load_before']} / {meta['load_after']}")
+    lines = [head, "",
              f"| setting | img/s | ratio vs {rows[0]['setting']} | warm-up s |", "|---|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['setting']} | {r['img_per_s']:.1f} | {r['ratio']:.2f}x | {r['warmup_s']:.1f} |")
@@ -964,12 +967,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ap.print_help()
         return 0
     kw = {} if args.settings is None else {"settings": tuple(args.settings)}
+    load_before = round(os.getloadavg()[0], 2)
     rows = bench_training(embed_dim=args.embed_dim, num_heads=args.heads, batch=args.batch, rounds=args.rounds,
                           threads=args.threads, **kw)
     from .bench import hardware
 
-    meta = dict(hardware(), batch=args.batch, embed_dim=args.embed_dim, depth=12, tokens=50)
-    print(_format_table(rows, {k: meta[k] for k in ("cpu", "torch_threads", "batch", "embed_dim")}))
+    meta = dict(hardware(), batch=args.batch, embed_dim=args.embed_dim, depth=12, tokens=50,
+                load_before=load_before, load_after=round(os.getloadavg()[0], 2))
+    print(_format_table(rows, meta))
     if args.json:
         from .report import write_json
 
