@@ -259,6 +259,33 @@ def test_compare_verdicts_finds_a_flipped_verdict(tmp_path):
     assert "not reproduced" in (reports / "README.md").read_text()
 
 
+def test_timed_verdict_change_is_listed_but_does_not_fail_the_check(tmp_path, capsys):
+    reports = tmp_path / "reports"
+    rep = R.Report("01_evit", reports / "01_evit", params={}, profile="default")
+    rep.add_claim(id="evit.speedup", paper="evit", statement="1.5x throughput", source="Table 2",
+                  paper_value=1.5, our_value=1.4, unit="x", verdict="reproduced", timed=True)
+    rep.add_claim(id="evit.macs", paper="evit", statement="3.0 GMACs", source="Table 2",
+                  paper_value=3.0, our_value=3.0, unit="GMACs", verdict="reproduced")
+    rep.write()
+    saved = tmp_path / "committed_README.md"
+    shutil.copy(R.write_ledger(reports), saved)
+    assert "| default (timed) | reproduced |" in saved.read_text()
+    assert R.timed_claims(saved) == R.timed_claims(reports) == {("01_evit", "evit.speedup")}
+
+    path = reports / "01_evit" / "results.json"
+    data = json.loads(path.read_text())
+    data["claims"][0].update(verdict="inconclusive", why="interval straddles 0.85")
+    path.write_text(json.dumps(data))
+    assert R.main([str(reports), "--check-against", str(saved), "--no-write"]) == 0
+    assert "timed on this machine; listed, not failed" in capsys.readouterr().out
+    # the same change on an untimed claim fails
+    data["claims"][1].update(verdict="not reproduced", why="3.4 GMACs")
+    path.write_text(json.dumps(data))
+    assert R.main([str(reports), "--check-against", str(saved), "--no-write"]) == 1
+    with pytest.raises(ValueError, match="timed must be True or False"):
+        R.Claim(id="x", paper="evit", statement="s", source="s", verdict="reproduced", timed="yes")
+
+
 def test_ledger_rejects_invalid_results(tmp_path):
     reports = tmp_path / "reports"
     _two_notebooks(reports)
