@@ -142,6 +142,24 @@ def test_few_steps_reduce_the_loss(dtype):
     assert [m.fused_attn for m in model.modules() if hasattr(m, "fused_attn")] == fused  # restored
 
 
+def test_fused_optimizer_gives_the_same_training_up_to_rounding():
+    x, y = tiny_problem(128)
+    weights = []
+    for fused in (False, True):
+        torch.manual_seed(0)
+        model = tiny_vit()
+        init = torch.cat([p.detach().flatten() for p in model.parameters()])
+        train(_tiny_recipe(dtype="fp32", epochs=1), model, (x, y), None, progress=False, fused_optimizer=fused)
+        weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert (weights[0] - init).abs().max() > 1e-3  # it trained
+    torch.testing.assert_close(weights[1], weights[0], atol=1e-4, rtol=1e-4)
+
+
+def test_bench_refuses_an_unknown_setting_and_names_the_accepted_parts():
+    with pytest.raises(ValueError, match="settings: .*accepted parts: fp32, bf16, eager_attn, compile, fused_adamw"):
+        bench_training(settings=("fp32+turbo",), rounds=1, progress=False)
+
+
 def test_keep_rate_warmup_changes_model_keep_rate():
     torch.manual_seed(0)
     x, y = tiny_problem(128)

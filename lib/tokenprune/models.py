@@ -491,7 +491,7 @@ def load_checkpoint(pt_path: str | os.PathLike, recipe: Optional[TrainRecipe] = 
 
 
 def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, data_root, init,
-                    device) -> tuple[nn.Module, dict]:
+                    device, compile: bool = False) -> tuple[nn.Module, dict]:
     from .metrics import bootstrap_ci, correct
     from .report import provenance, write_json
 
@@ -508,7 +508,10 @@ def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, dat
         res, test_logits, feat_s, x_test, y_test = _train_frozen_backbone(recipe, model, ds, progress, dev)
         extra["feature_extraction_s"] = round(feat_s, 1)
     else:
-        res = train(recipe, model, ds["train"], ds["val"], device=dev, progress=progress)
+        # fused AdamW always (the same update up to rounding, faster); torch.compile on request (its warm-up
+        # only pays off over a long run): `python -m tokenprune.train --bench` measures both
+        res = train(recipe, model, ds["train"], ds["val"], device=dev, progress=progress, compile=compile,
+                    fused_optimizer=True)
         test_logits = None
         x_test, y_test = None, None
     # round the weights to what the checkpoint stores, then measure the model as stored
@@ -551,7 +554,8 @@ def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, dat
 
 def ensure_model(recipe: TrainRecipe, cache_dir: Optional[str | os.PathLike] = None, force: bool = False,
                  on_mismatch: str = "retrain", progress: bool = True, data_root: Optional[str | os.PathLike] = None,
-                 init: Optional[str | os.PathLike] = None, device: Optional[str] = None) -> tuple[nn.Module, dict]:
+                 init: Optional[str | os.PathLike] = None, device: Optional[str] = None,
+                 compile: bool = False) -> tuple[nn.Module, dict]:
     """Load the recipe's checkpoint from ``cache_dir`` if it is there and intact, else train and save it.
 
     ``on_mismatch``: what to do when the .pt's SHA-256 differs from its sidecar: ``"retrain"`` (say so,
@@ -573,7 +577,7 @@ def ensure_model(recipe: TrainRecipe, cache_dir: Optional[str | os.PathLike] = N
             if on_mismatch == "raise":
                 raise
             print(f"[models] {err} -> retraining {recipe.name}", file=sys.stderr, flush=True)
-    model, info = _train_and_save(recipe, pt, js, progress, data_root, init, device)
+    model, info = _train_and_save(recipe, pt, js, progress, data_root, init, device, compile=compile)
     if info and info["size_bytes"] > MAX_CHECKPOINT_BYTES and cache == checkpoint_dir("default"):
         print(f"[models] WARNING: {pt.name} is {info['size_bytes']} bytes, over the {MAX_CHECKPOINT_BYTES} limit "
               f"for committed checkpoints", file=sys.stderr)
@@ -601,7 +605,8 @@ def load_base_model(name: str, profile: Optional[str] = None, cache_dir: Optiona
 def build_profile(profile: str = "default", only: Optional[Sequence[str]] = None,
                   cache_dir: Optional[str | os.PathLike] = None, force: bool = False, progress: bool = True,
                   data_root: Optional[str | os.PathLike] = None, init: Optional[str | os.PathLike] = None,
-                  device: Optional[str] = None, skip_missing_weights: bool = False) -> list[dict]:
+                  device: Optional[str] = None, skip_missing_weights: bool = False,
+                  compile: bool = False) -> list[dict]:
     """Ensure every base model of ``profile`` (or those in ``only``); returns their infos."""
     recipes = recipes_for(profile, init)
     if only:
@@ -616,7 +621,7 @@ def build_profile(profile: str = "default", only: Optional[Sequence[str]] = None
     for name, recipe in recipes.items():
         try:
             _, info = ensure_model(recipe, cache, force=force, progress=progress, data_root=data_root, init=init,
-                                   device=device)
+                                   device=device, compile=compile)
         except FileNotFoundError as err:
             from .pretrained import PretrainedWeightsMissing
 
@@ -650,6 +655,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--list", action="store_true", help="print the recipes and their hashes, then exit")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the training forward (from-scratch models)")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -658,7 +664,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{name}-{r.recipe_hash()}: {r.canonical_json()}")
         return 0
     infos = build_profile(args.profile, args.only, args.cache_dir, args.force, not args.no_progress,
-                          args.data_root, args.init, args.device, skip_missing_weights=args.profile == "smoke")
+                          args.data_root, args.init, args.device, skip_missing_weights=args.profile == "smoke",
+                          compile=args.compile)
     if is_main_process():
         for info in infos:
             print(_summary_line(info), flush=True)
