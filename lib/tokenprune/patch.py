@@ -40,6 +40,8 @@ __all__ = [
     "patch",
     "prune_state",
     "attention_with_stats",
+    "attention_residual",
+    "mlp_residual",
     "check_timm_version",
     "check_img_size",
 ]
@@ -181,6 +183,19 @@ def attention_with_stats(attn: Attention, x: torch.Tensor, needs: frozenset = fr
     return out, stats
 
 
+def attention_residual(blk: Block, x: torch.Tensor, needs: frozenset = frozenset(),
+                       bias: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict]:
+    """The first half of timm's ``Block.forward``, ``x + drop_path1(ls1(attn(norm1(x))))``, with the attention
+    statistics that ``needs`` asks for (:func:`attention_with_stats`) and an optional additive logit ``bias``."""
+    out, stats = attention_with_stats(blk.attn, blk.norm1(x), needs, bias)
+    return x + blk.drop_path1(blk.ls1(out)), stats
+
+
+def mlp_residual(blk: Block, x: torch.Tensor) -> torch.Tensor:
+    """The second half of timm's ``Block.forward``: ``x + drop_path2(ls2(mlp(norm2(x))))``."""
+    return x + blk.drop_path2(blk.ls2(blk.mlp(blk.norm2(x))))
+
+
 class PruningBlock(Block):
     """timm ``Block`` whose forward may reduce tokens between the attention and the MLP residuals."""
 
@@ -200,11 +215,10 @@ class PruningBlock(Block):
         else:
             if attn_mask is not None or is_causal:
                 raise ValueError("attn_mask/is_causal: not supported together with token reduction")
-            out, stats = attention_with_stats(self.attn, self.norm1(x), st.needs if n_keep else frozenset(), bias)
-            x = x + self.drop_path1(self.ls1(out))
+            x, stats = attention_residual(self, x, st.needs if n_keep else frozenset(), bias)
             if n_keep is not None:
                 x = st.reduce(self._tp_index, x, stats, n_keep)
-        x = x + self.drop_path2(self.ls2(self.mlp(self.norm2(x))))
+        x = mlp_residual(self, x)
         st.token_counts.append(x.shape[1])
         return x
 

@@ -31,7 +31,7 @@ from typing import Optional, Sequence
 import torch
 from timm.models.vision_transformer import Block, VisionTransformer
 
-from .patch import attention_with_stats
+from .patch import attention_residual, mlp_residual
 from .reducers import gather_tokens
 from .schedule import num_keep
 from .scorers import ScorerSpec, TokenContext, get_scorer, select_topk
@@ -106,15 +106,6 @@ def _prefix(model: VisionTransformer, images: torch.Tensor) -> torch.Tensor:
     return model.norm_pre(x)
 
 
-def _attn_half(blk: Block, x: torch.Tensor, needs: frozenset = frozenset(), bias: Optional[torch.Tensor] = None):
-    out, stats = attention_with_stats(blk.attn, blk.norm1(x), needs, bias)
-    return x + blk.drop_path1(blk.ls1(out)), stats
-
-
-def _mlp_half(blk: Block, x: torch.Tensor) -> torch.Tensor:
-    return x + blk.drop_path2(blk.ls2(blk.mlp(blk.norm2(x))))
-
-
 def _head(model: VisionTransformer, x: torch.Tensor, features: bool = False):
     x = model.norm(x)
     feats = model.forward_head(x, pre_logits=True)
@@ -143,10 +134,10 @@ def cache_tokens(model: torch.nn.Module, images: torch.Tensor, blocks: Sequence[
                 x = _prefix(model, images[i:i + batch].to(dev))
                 for j, blk in enumerate(model.blocks):
                     if j + 1 in toks:
-                        x, stats = _attn_half(blk, x, frozenset({"cls_attn"}))
+                        x, stats = attention_residual(blk, x, frozenset({"cls_attn"}))
                         toks[j + 1].append(x.float().cpu())
                         rows[j + 1].append(stats["cls_attn"].float().cpu())
-                        x = _mlp_half(blk, x)
+                        x = mlp_residual(blk, x)
                     else:
                         x = Block.forward(blk, x)
                 lg, ft = _head(model, x, features=True)
@@ -188,13 +179,13 @@ def forward_from(model: torch.nn.Module, block: int, x: torch.Tensor, keep_idx: 
         full = torch.cat([gate.new_ones(x.shape[0], p), gate], dim=1)
         bias = full.log()[:, None, None, :]
     blocks = list(model.blocks)
-    x = _mlp_half(blocks[block - 1], x)
+    x = mlp_residual(blocks[block - 1], x)
     for blk in blocks[block:]:
         if bias is None:
             x = Block.forward(blk, x)
         else:
-            x, _ = _attn_half(blk, x, frozenset(), bias)
-            x = _mlp_half(blk, x)
+            x, _ = attention_residual(blk, x, frozenset(), bias)
+            x = mlp_residual(blk, x)
     return _head(model, x, features)
 
 
