@@ -12,7 +12,7 @@ does not know (it would silently count attention as 0): :data:`SDPA_CPU_FORMULA`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
@@ -21,7 +21,7 @@ from timm.models.vision_transformer import VisionTransformer
 from .patch import check_img_size
 from .schedule import EVIT_LOCATIONS, Schedule, num_keep
 
-__all__ = ["MacCount", "analytic_macs", "measured_macs", "mac_table", "keep_rate_for_macs", "SDPA_CPU_FORMULA"]
+__all__ = ["MacCount", "analytic_macs", "measured_macs", "mac_table", "keep_rate_for_macs", "bracket_keep_rate", "SDPA_CPU_FORMULA"]
 
 aten = torch.ops.aten
 
@@ -133,20 +133,27 @@ def measured_macs(model: torch.nn.Module, img_size: Optional[int | Sequence[int]
     return counter.get_total_flops() // 2
 
 
+def bracket_keep_rate(macs_at: Callable[[float], int], target_macs: float, lo: float = 0.01,
+                      tol: float = 1e-4) -> tuple[float, float]:
+    """Bisection on the keep rate in ``[lo, 1]``: ``(a, b)`` with ``b - a <= tol``, ``macs_at(b) >= target_macs``
+    and (unless ``a == lo``) ``macs_at(a) < target_macs``. ``macs_at(rate)`` must not decrease with the rate."""
+    a, b = lo, 1.0
+    while b - a > tol:
+        mid = (a + b) / 2
+        if macs_at(mid) >= target_macs:
+            b = mid
+        else:
+            a = mid
+    return a, b
+
+
 def keep_rate_for_macs(model: VisionTransformer, target_macs: float, img_size=None,
                        lo: float = 0.01, tol: float = 1e-4) -> float:
     """Smallest keep rate (same at every location) whose analytic MACs reach ``target_macs``: the rate at
     which a method is compared with another at matched compute. Bisection; MACs grow with the rate."""
     if analytic_macs(model, img_size, keep_rate=1.0).total < target_macs:
         raise ValueError(f"target_macs: {target_macs:.4g} exceeds the unpruned model's MACs")
-    a, b = lo, 1.0
-    while b - a > tol:
-        mid = (a + b) / 2
-        if analytic_macs(model, img_size, keep_rate=mid).total >= target_macs:
-            b = mid
-        else:
-            a = mid
-    return b
+    return bracket_keep_rate(lambda r: analytic_macs(model, img_size, keep_rate=r).total, target_macs, lo, tol)[1]
 
 
 def mac_table(model_name: str, keep_rates: Sequence[float], reducer: str = "fuse_attention",

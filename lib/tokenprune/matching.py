@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from timm.models.vision_transformer import VisionTransformer
 
 from .evaluation import PruneConfig
-from .flops import analytic_macs
+from .flops import analytic_macs, bracket_keep_rate
 
 __all__ = ["MIN_KEEP_RATE", "Matched", "config_macs", "config_at_macs", "as_matched"]
 
@@ -78,13 +78,7 @@ def config_at_macs(model: VisionTransformer, config: PruneConfig, target_macs: f
             if best is None or _macs(model, lo, include_reduction) < best[1]:
                 best = (cand, _macs(model, lo, include_reduction))
             continue
-        a, b = lo, 1.0
-        while b - a > tol:
-            mid = (a + b) / 2
-            if _macs(model, mid, include_reduction) >= target_macs:
-                b = mid
-            else:
-                a = mid
+        a, b = bracket_keep_rate(lambda r: _macs(model, r, include_reduction), target_macs, lo, tol)
         ma, mb = _macs(model, a, include_reduction), _macs(model, b, include_reduction)
         r = a if abs(ma - target_macs) < abs(mb - target_macs) else b
         return as_matched(model, cfg.with_(keep_rate=round(r, 6)), target_macs, True)
