@@ -140,7 +140,7 @@ def default_recipes() -> dict[str, TrainRecipe]:
                             "scale_range": [0.5, 0.6], "max_rotation_deg": 0.0, "n_distractors": 0,
                             "colour_jitter": 0.0},
             img_size=64, preprocess={"channels": 3, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "resize": "pad"},
-            epochs=4, batch_size=64, lr=1e-3, min_lr=1e-5, weight_decay=0.05, warmup_epochs=0.2,
+            epochs=10, batch_size=64, lr=1e-3, min_lr=1e-5, weight_decay=0.05, warmup_epochs=0.2,
             label_smoothing=0.1, grad_clip=1.0, augment={}, seed=0, dtype="bf16", store_dtype="fp16"),
         # the fine-tune comes first: it caches block-10 tokens, from which the linear probe's features are
         # computed with two more blocks (the same numbers as a full pass: the cache is float32)
