@@ -75,6 +75,8 @@ SCHEMA_VERSION = 1
 FIGURE_DPI = 120
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: appended to the profile cell of a ``timed`` claim in the ledger (and read back by :func:`timed_claims`)
+TIMED_MARK = " (timed)"
 _NOTEBOOK_MARK = re.compile(r"^<!-- notebook: (?P<name>.+?) -->\s*$")
 
 
@@ -671,7 +673,7 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
                 _fmt_value(c.get("paper_value")),
                 _ours(c),
                 _cell(c.get("unit", "")),
-                _cell(c.get("profile", "")) + (" (timed)" if c.get("timed") else ""),
+                _cell(c.get("profile", "")) + (TIMED_MARK if c.get("timed") else ""),
                 c["verdict"],
                 _cell(c.get("why", "")),
             ]
@@ -719,7 +721,7 @@ def timed_claims(source: str | os.PathLike[str] = "reports") -> set[tuple[str, s
     """``{(notebook, claim_id)}`` of the claims marked ``timed`` in a reports folder or ledger file."""
     path = Path(source)
     if path.is_file():
-        return set(_parse_ledger(path.read_text(encoding="utf-8"), column="profile", match=" (timed)"))
+        return set(_parse_ledger(path.read_text(encoding="utf-8"), column="profile", match=TIMED_MARK))
     return {(str(r["name"]), c["id"]) for r in load_results(path) for c in r["claims"] if c.get("timed")}
 
 

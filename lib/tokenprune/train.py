@@ -724,7 +724,7 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
 
     groups = param_groups(model, recipe.weight_decay, recipe.trainable)
     params = [p for g in groups for p in g["params"]]
-    opt = torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, 0.999), **({"fused": True} if fused_optimizer else {}))
+    opt = torch.optim.AdamW(groups, lr=recipe.lr, betas=(0.9, 0.999), fused=fused_optimizer or None)
     core = model
     if info.distributed:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -856,7 +856,7 @@ def bench_training(settings: Sequence[str] = ("fp32", "fp32+eager_attn", "bf16",
         torch.manual_seed(0)
         m = VisionTransformer(**small_vit_kwargs(embed_dim, num_heads))
         set_eager_attention(m, "eager_attn" in parts)
-        opt = torch.optim.AdamW(param_groups(m, 0.05), lr=1e-4, **({"fused": True} if "fused_adamw" in parts else {}))
+        opt = torch.optim.AdamW(param_groups(m, 0.05), lr=1e-4, fused=("fused_adamw" in parts) or None)
         fwd = torch.compile(m) if "compile" in parts else m
 
         def step(fwd=fwd, opt=opt, m=m, dtype=dtype) -> None:
