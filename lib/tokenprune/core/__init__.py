@@ -1,0 +1,4 @@
+"""The pruning core: the class swap of timm's ``Block`` (:mod:`.patch`), the scorer and reducer
+registries with the generic ones (:mod:`.scorers`, :mod:`.reducers`), where and how much to prune
+(:mod:`.schedule`), a forward pass split at a block (:mod:`.split_forward`) and numeric precision
+(:mod:`.precision`). Imports nothing else of tokenprune."""

@@ -1,0 +1,144 @@
+"""Token importance scorers: pure functions ``score(ctx) -> Tensor[B, N - p]``.
+
+Every scorer receives a :class:`TokenContext` built by the pruning block and returns one score
+per prunable token (the tokens after the ``p = num_prefix_tokens`` prefix tokens: [CLS], and a
+distillation token or registers where the model has them). Higher means "keep".
+
+A scorer declares what it needs (``needs``) so the block computes only that: the [CLS] attention
+row costs O(N d) per head, the full N x N attention map costs O(N^2 d) and is materialised only
+for scorers that ask for it (``tokens_to_tokens``).
+
+Selection is made by :func:`select_topk` with a stable sort, so ties go to the lower token index
+(this matters for ``attention_variance_eq6``, which scores every token 0).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, FrozenSet, Optional
+
+import torch
+
+__all__ = [
+    "TokenContext",
+    "ScorerSpec",
+    "SCORERS",
+    "register_scorer",
+    "get_scorer",
+    "scorer_names",
+    "select_topk",
+    "require_field",
+    "random_scores",
+]
+
+#: what a block can expose to a scorer or reducer
+NEEDS = frozenset({"cls_attn", "attn", "keys"})
+
+
+@dataclass
+class TokenContext:
+    """What a pruning block exposes at a reduction location.
+
+    Attributes:
+        x: the residual stream after the attention residual, before the MLP, ``[B, N, C]``.
+        num_prefix_tokens: tokens at the front that are never pruned ([CLS], dist token, registers).
+        block_index: 0-based index of the block.
+        cls_attn: softmax attention row of the first prefix token ([CLS]) per head, over all N keys,
+            ``[B, H, N]`` (only when a scorer or reducer needs ``cls_attn``).
+        attn: full softmax attention map ``[B, H, N, N]`` (only when needed).
+        keys: keys per head ``[B, H, N, d]`` after q/k norm (only when needed).
+        size: how many original patches each token stands for, ``[B, N]`` (None until a merge).
+        source: which original tokens each token stands for, ``[B, N, N0]`` (when tracing).
+        extras: per-model state a scorer may use (random generator, learned predictor, ...).
+    """
+
+    x: torch.Tensor
+    num_prefix_tokens: int
+    block_index: int
+    cls_attn: Optional[torch.Tensor] = None
+    attn: Optional[torch.Tensor] = None
+    keys: Optional[torch.Tensor] = None
+    size: Optional[torch.Tensor] = None
+    source: Optional[torch.Tensor] = None
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def num_prunable(self) -> int:
+        return self.x.shape[1] - self.num_prefix_tokens
+
+
+ScoreFn = Callable[[TokenContext], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ScorerSpec:
+    """A registered scorer: its function, what it needs from the block, and a one-line reference."""
+
+    name: str
+    fn: ScoreFn
+    needs: FrozenSet[str]
+    reference: str
+
+    def __call__(self, ctx: TokenContext) -> torch.Tensor:
+        return self.fn(ctx)
+
+
+SCORERS: dict[str, ScorerSpec] = {}
+
+def register_scorer(name: str, needs: tuple[str, ...] = (), reference: str = ""):
+    """Register ``fn`` as scorer ``name``; ``needs`` is a subset of ``{"cls_attn", "attn", "keys"}``."""
+    unknown = set(needs) - NEEDS
+    if unknown:
+        raise ValueError(f"needs: unknown entries {sorted(unknown)}; accepted: {sorted(NEEDS)}")
+
+    def deco(fn: ScoreFn) -> ScoreFn:
+        if name in SCORERS:
+            raise ValueError(f"scorer {name!r} is already registered")
+        SCORERS[name] = ScorerSpec(name, fn, frozenset(needs), reference)
+        return fn
+
+    return deco
+
+
+def scorer_names() -> list[str]:
+    """Registered scorer names, plus the ``inverse:<name>`` form accepted by :func:`get_scorer`."""
+    return sorted(SCORERS) + ["inverse:<name>"]
+
+
+def get_scorer(name: str | ScorerSpec) -> ScorerSpec:
+    """Look a scorer up by name. ``inverse:<name>`` negates a scorer (EViT's min-k selection, Table 15)."""
+    if isinstance(name, ScorerSpec):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"scorer: expected a name (str), got {type(name).__name__}; accepted: {scorer_names()}")
+    if name.startswith("inverse:"):
+        base = get_scorer(name[len("inverse:"):])
+        return ScorerSpec(name, lambda ctx, f=base.fn: -f(ctx), base.needs, f"negated {base.name}")
+    if name not in SCORERS:
+        raise ValueError(f"scorer: unknown name {name!r}; accepted: {scorer_names()}")
+    return SCORERS[name]
+
+
+def select_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices of the ``k`` highest scores and of the rest, each ordered by descending score.
+
+    A stable sort decides ties in favour of the lower token index, so a constant score keeps the
+    first ``k`` tokens in raster order. Returns ``(keep_idx [B, k], rest_idx [B, N - k])``.
+    """
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    return order[:, :k], order[:, k:]
+
+
+def require_field(ctx: TokenContext, attr: str, scorer: str) -> torch.Tensor:
+    value = getattr(ctx, attr)
+    if value is None:
+        raise RuntimeError(f"scorer {scorer!r} needs ctx.{attr}, which the block did not compute")
+    return value
+
+
+@register_scorer("random", reference="EViT Table 15 baseline: uniform random selection")
+def random_scores(ctx: TokenContext) -> torch.Tensor:
+    """Uniform random scores; reproducible through ``ctx.extras['generator']`` when the model has one."""
+    gen = ctx.extras.get("generator")
+    x = ctx.x
+    return torch.rand(x.shape[0], ctx.num_prunable, generator=gen, device="cpu" if gen is not None else x.device,
+                      dtype=torch.float32).to(x.device)

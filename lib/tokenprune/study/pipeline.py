@@ -1,0 +1,164 @@
+"""Run the study's notebooks with papermill and regenerate ``reports/``.
+
+For each ``notebooks/NN_name.ipynb``: execute it into a staging folder (``reports/.staging-NN_name``)
+with ``profile`` and ``report_dir`` injected, export the executed notebook to HTML, check that it
+wrote ``results.json``, then swap the staging folder in for ``reports/NN_name``. A notebook that
+fails leaves the previous report untouched; the runner says which notebook and which cell failed
+and exits non-zero. Finally ``reports/README.md`` (the claims ledger) is rebuilt from every
+``results.json``.
+
+Usage::
+
+    python -m tokenprune.study.pipeline                      # every notebook, default profile
+    python -m tokenprune.study.pipeline --profile smoke --only 01_evit --reports /tmp/r -p batch 4
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import yaml
+
+from tokenprune.study.params import check_profile
+from tokenprune.study.report import write_ledger
+from tokenprune.utils.environment import REPO_ROOT
+
+__all__ = ["KERNEL_NAME", "NotebookRun", "ensure_kernel", "discover", "run_notebook", "main"]
+
+KERNEL_NAME = "tokenprune"
+
+
+def ensure_kernel(name: str = KERNEL_NAME) -> str:
+    """Make sure a Jupyter kernel ``name`` that runs *this* interpreter exists (installed into sys.prefix)."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    ksm = KernelSpecManager()
+    try:
+        spec = ksm.get_kernel_spec(name)
+        if Path(spec.argv[0]).resolve() == Path(sys.executable).resolve():
+            return name
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    install(kernel_name=name, display_name=f"Python ({name})", prefix=sys.prefix)
+    return name
+
+
+def discover(notebooks_dir: Path, only: Optional[Sequence[str]] = None) -> list[Path]:
+    """Notebooks ``NN_name.ipynb`` in order; ``only`` selects by stem or by number prefix."""
+    found = sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        names = {p.stem: p for p in found}
+        picked = []
+        for o in only:
+            match = [p for s, p in names.items() if s == o or s.split("_", 1)[0] == o]
+            if not match:
+                raise ValueError(f"only: no notebook {o!r}; accepted: {sorted(names)}")
+            picked += match
+        found = picked
+    return found
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    ok: bool
+    seconds: float
+    message: str = ""
+
+
+def _failure_message(nb_name: str, err: Exception) -> str:
+    from papermill.exceptions import PapermillExecutionError
+
+    if isinstance(err, PapermillExecutionError):
+        return (f"notebook {nb_name} failed in cell {err.cell_index} (execution count {err.exec_count}): "
+                f"{err.ename}: {err.evalue}")
+    return f"notebook {nb_name} failed: {type(err).__name__}: {err}"
+
+
+def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional[dict] = None,
+                 kernel: str = KERNEL_NAME) -> NotebookRun:
+    """Execute one notebook into staging and swap it in for ``reports_dir/<stem>`` only when it succeeded."""
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    name = nb.stem
+    final = reports_dir / name
+    staging = reports_dir / f".staging-{name}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    params = {"profile": profile, "report_dir": str(staging.resolve()), **(parameters or {})}
+    t0 = time.perf_counter()
+    executed = staging / f"{name}.ipynb"
+    try:
+        pm.execute_notebook(str(nb), str(executed), parameters=params, kernel_name=kernel, cwd=str(nb.parent),
+                            progress_bar=False, request_save_on_cell_execute=False)
+        if not (staging / "results.json").exists():
+            raise RuntimeError(f"the notebook did not write {staging / 'results.json'}")
+        body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+        (staging / f"{name}.html").write_text(body, encoding="utf-8")
+    except Exception as err:  # noqa: BLE001 - report any failure, keep the previous report
+        msg = _failure_message(name, err)
+        failed = reports_dir / f".failed-{name}.ipynb"
+        if executed.exists():
+            shutil.copyfile(executed, failed)
+            msg += f" (executed copy: {failed})"
+        shutil.rmtree(staging, ignore_errors=True)
+        return NotebookRun(name, False, time.perf_counter() - t0, msg)
+    old = reports_dir / f".old-{name}"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    staging.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    (reports_dir / f".failed-{name}.ipynb").unlink(missing_ok=True)
+    return NotebookRun(name, True, time.perf_counter() - t0)
+
+
+def _parse_param(pairs: Sequence[Sequence[str]]) -> dict:
+    return {k: yaml.safe_load(v) for k, v in pairs}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tokenprune.study.pipeline", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="default", help="smoke | default | paper")
+    ap.add_argument("--only", nargs="*", help="notebook stems or numbers (default: all)")
+    ap.add_argument("--notebooks", type=Path, default=REPO_ROOT / "notebooks")
+    ap.add_argument("--reports", type=Path, default=REPO_ROOT / "reports")
+    ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="a notebook parameter (YAML value), as papermill's -p")
+    ap.add_argument("--kernel", default=KERNEL_NAME)
+    args = ap.parse_args(argv)
+    check_profile(args.profile)
+    notebooks = discover(args.notebooks, args.only)
+    args.reports.mkdir(parents=True, exist_ok=True)
+    kernel = ensure_kernel(args.kernel)
+    params = _parse_param(args.parameter)
+    runs = []
+    for nb in notebooks:
+        print(f"[tokenprune] running {nb.name} (profile {args.profile}) ...", flush=True)
+        run = run_notebook(nb, args.reports, args.profile, params, kernel)
+        runs.append(run)
+        status = "ok" if run.ok else "FAILED"
+        print(f"[tokenprune] {nb.name}: {status} in {run.seconds:.0f} s{': ' + run.message if run.message else ''}",
+              flush=True)
+    ledger = write_ledger(args.reports)
+    print(f"[tokenprune] ledger: {ledger}")
+    failed = [r for r in runs if not r.ok]
+    if failed:
+        print("[tokenprune] failed notebooks (previous reports kept):", file=sys.stderr)
+        for r in failed:
+            print(f"  {r.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,545 @@
+"""Notebook reports and the claims ledger.
+
+A notebook builds one :class:`Report`, adds :class:`Claim` s, tables, figures and values, and
+calls :meth:`Report.write`. That writes, under the notebook's report folder
+(``reports/<name>/`` by default), one CSV per table, one PNG per figure and ``results.json``,
+each atomically (temporary file in the same folder, then ``os.replace``), ``results.json``
+last, so a reader never sees a half-written file and ``results.json`` only lists files that
+exist. ``results.json`` carries the provenance: git commit, parameters, seed, library
+versions, hardware, wall time and a UTC timestamp.
+
+:func:`write_ledger` turns every ``reports/*/results.json`` into ``reports/README.md``, the
+claims ledger. The ledger holds no volatile content (no timestamps, timings or commits), so
+the same results give the same bytes and CI can compare verdicts with :func:`ledger_verdicts`
+and :func:`compare_verdicts`, or run ``python -m tokenprune.study.report --check-against OLD``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import io
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any
+
+from tokenprune.utils.environment import provenance
+from tokenprune.utils.io import atomic_write, atomic_write_bytes, atomic_write_text, dumps_json, to_jsonable, write_json
+
+__all__ = [
+    "VERDICTS",
+    "PAPERS",
+    "Claim",
+    "Report",
+    "VerdictChange",
+    "timed_claims",
+    "load_results",
+    "build_ledger",
+    "write_ledger",
+    "ledger_verdicts",
+    "compare_verdicts",
+    "main",
+]
+
+VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "inconclusive", "not testable here")
+"""The accepted verdicts, in the order the ledger counts them."""
+
+PAPERS: tuple[str, ...] = ("evit", "bat", "varmedad", "decouple", "other")
+"""Paper ids (see DESIGN.md); ``other`` is for checks of our own, e.g. library invariants."""
+
+NEEDS_WHY: frozenset[str] = frozenset({"not reproduced", "inconclusive", "not testable here"})
+
+LEDGER_COMMAND = "make reproduce"
+RESULTS_FILE = "results.json"
+LEDGER_FILE = "README.md"
+SCHEMA_VERSION = 1
+FIGURE_DPI = 120
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: appended to the profile cell of a ``timed`` claim in the ledger (and read back by :func:`timed_claims`)
+TIMED_MARK = " (timed)"
+_NOTEBOOK_MARK = re.compile(r"^<!-- notebook: (?P<name>.+?) -->\s*$")
+
+
+# ----------------------------------------------------------------------------------------------
+# claims
+# ----------------------------------------------------------------------------------------------
+
+
+def _scalar(value: Any, name: str) -> float | int | str | None:
+    """A claim value as float, int, str or None (numpy/torch scalars unwrapped, NaN -> None)."""
+    v = to_jsonable(value)
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be a number, a string or None, not a bool")
+    if isinstance(v, (int, float)):
+        return v
+    raise ValueError(f"{name} must be a number, a string or None, got {type(value).__name__}")
+
+
+def _interval(value: Any) -> list[float] | None:
+    """``[low, high]`` from None, a pair, or an object with ``low``/``high`` (metrics.Interval)."""
+    if value is None:
+        return None
+    if hasattr(value, "low") and hasattr(value, "high"):
+        value = [value.low, value.high]
+    v = to_jsonable(value)
+    if not isinstance(v, list) or len(v) != 2:
+        raise ValueError(f"ci must be None or [low, high], got {value!r}")
+    if any(x is None for x in v):
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        raise ValueError(f"ci bounds must be numbers, got {value!r}")
+    low, high = float(v[0]), float(v[1])
+    if low > high:
+        raise ValueError(f"ci low {low} is above high {high}")
+    return [low, high]
+
+
+@dataclass(kw_only=True)
+class Claim:
+    """One audited claim of a paper, with our measurement and a verdict.
+
+    ``verdict`` is exactly one of :data:`VERDICTS`; ``why`` is required (non-empty) for every
+    verdict but ``reproduced``. ``test`` says how the verdict was decided (e.g. "MAC count at
+    224 px, rounded to 0.1 as the paper does"); ``profile`` says at which profile our value was
+    measured (efficiency claims are measured at the paper's scale in every profile).
+    ``timed`` marks a verdict decided by wall-clock measurements on the machine that ran the
+    notebook (throughput, time shares): such a verdict may legitimately differ on other hardware,
+    so :func:`main`'s check lists its changes without failing on them.
+    """
+
+    id: str
+    paper: str
+    statement: str
+    source: str
+    verdict: str
+    paper_value: float | str | None = None
+    our_value: float | str | None = None
+    ci: list[float] | None = None
+    unit: str = ""
+    profile: str = ""
+    why: str = ""
+    test: str = ""
+    timed: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id or re.search(r"[\s|`]", self.id):
+            raise ValueError(f"id must be a non-empty string without spaces, '|' or '`', got {self.id!r}")
+        if self.paper not in PAPERS:
+            raise ValueError(f"paper must be one of {', '.join(map(repr, PAPERS))}; got {self.paper!r}")
+        if self.verdict not in VERDICTS:
+            raise ValueError(
+                f"verdict must be exactly one of {', '.join(map(repr, VERDICTS))}; got {self.verdict!r}"
+            )
+        for name in ("statement", "source", "unit", "profile", "why", "test"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, got {type(getattr(self, name)).__name__}")
+        if not isinstance(self.timed, bool):
+            raise ValueError(f"claim {self.id}: timed must be True or False, got {self.timed!r}")
+        if not self.statement.strip():
+            raise ValueError(f"claim {self.id}: statement must not be empty")
+        if self.verdict in NEEDS_WHY and not self.why.strip():
+            raise ValueError(f"claim {self.id}: why is required when the verdict is {self.verdict!r}")
+        self.paper_value = _scalar(self.paper_value, "paper_value")
+        self.our_value = _scalar(self.our_value, "our_value")
+        self.ci = _interval(self.ci)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The claim as a plain dict (what results.json stores)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Claim":
+        """Rebuild (and re-validate) a claim from :meth:`to_dict` output; unknown keys are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown claim fields: {', '.join(unknown)}")
+        return cls(**dict(data))
+
+
+# ----------------------------------------------------------------------------------------------
+# reports
+# ----------------------------------------------------------------------------------------------
+
+
+def _file_stem(name: str, ext: str) -> str:
+    stem = name[: -len(ext)] if name.endswith(ext) else name
+    if not _NAME_RE.match(stem):
+        raise ValueError(f"name {name!r} must match {_NAME_RE.pattern} (it becomes a file name)")
+    return stem
+
+
+class Report:
+    """What one notebook produces: claims, tables, figures and values, written atomically.
+
+    ``out_dir`` is this notebook's own folder (default ``reports/<name>``). Tables and figures
+    are rendered when added (a later change to the DataFrame or Figure is not picked up);
+    nothing touches the disk until :meth:`write`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        out_dir: str | os.PathLike[str] | None = None,
+        params: Mapping[str, Any] | None = None,
+        profile: str = "default",
+        title: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if not _NAME_RE.match(name):
+            raise ValueError(f"name {name!r} must match {_NAME_RE.pattern}")
+        self.name = name
+        self.title = title or name
+        self.out_dir = Path(out_dir) if out_dir is not None else Path("reports") / name
+        self.params: dict[str, Any] = dict(params or {})
+        self.profile = profile
+        self.seed = seed if seed is not None else self.params.get("seed")
+        self._started = time.perf_counter()
+        self._claims: list[Claim] = []
+        self._tables: dict[str, str] = {}
+        self._figures: dict[str, bytes] = {}
+        self.values: dict[str, Any] = {}
+
+    @property
+    def claims(self) -> tuple[Claim, ...]:
+        return tuple(self._claims)
+
+    def add_claim(self, claim: Claim | None = None, /, **fields: Any) -> Claim:
+        """Add a :class:`Claim`, given as an object or as its fields.
+
+        ``profile`` defaults to the report's profile. Claim ids must be unique in a report.
+        """
+        if claim is None:
+            fields.setdefault("profile", self.profile)
+            claim = Claim(**fields)
+        elif fields:
+            raise TypeError("pass either a Claim or its fields, not both")
+        if not claim.profile:
+            claim = dataclasses.replace(claim, profile=self.profile)
+        if any(c.id == claim.id for c in self._claims):
+            raise ValueError(f"duplicate claim id {claim.id!r} in report {self.name!r}")
+        self._claims.append(claim)
+        return claim
+
+    def add_table(self, name: str, df: Any, index: bool | None = None) -> Path:
+        """Render a pandas DataFrame to ``<name>.csv`` (written by :meth:`write`).
+
+        The index is written when ``index`` is True, or by default when it is not a plain
+        0..n-1 range. Returns the path the file will have.
+        """
+        stem = _file_stem(name, ".csv")
+        if index is None:
+            import pandas as pd
+
+            idx = df.index
+            index = not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None)
+        self._tables[f"{stem}.csv"] = df.to_csv(index=index, lineterminator="\n")
+        return self.out_dir / f"{stem}.csv"
+
+    def add_figure(self, name: str, fig: Any, dpi: int = FIGURE_DPI) -> Path:
+        """Render a matplotlib Figure to ``<name>.png`` at ``dpi`` (written by :meth:`write`)."""
+        stem = _file_stem(name, ".png")
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+        self._figures[f"{stem}.png"] = buf.getvalue()
+        return self.out_dir / f"{stem}.png"
+
+    def add_value(self, key: str, value: Any) -> None:
+        """Record a free-form value (number, string, list, dict, numpy/torch scalar) in results.json."""
+        self.values[key] = value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The content of results.json (provenance taken now)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "name": self.name,
+            "title": self.title,
+            "profile": self.profile,
+            "params": self.params,
+            "provenance": provenance(self.params, self.seed, self._started, cwd=self.out_dir),
+            "claims": [c.to_dict() for c in self._claims],
+            "tables": sorted(self._tables),
+            "figures": sorted(self._figures),
+            "values": self.values,
+        }
+
+    def write(self) -> Path:
+        """Write tables, figures, then results.json, each atomically; return results.json's path.
+
+        results.json is encoded before any file is touched, so an unserialisable value fails
+        the write without changing anything on disk.
+        """
+        text = dumps_json(self.to_dict())
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for fname, csv in sorted(self._tables.items()):
+            atomic_write_text(self.out_dir / fname, csv)
+        for fname, png in sorted(self._figures.items()):
+            atomic_write_bytes(self.out_dir / fname, png)
+        return atomic_write_text(self.out_dir / RESULTS_FILE, text)
+
+
+# ----------------------------------------------------------------------------------------------
+# the claims ledger
+# ----------------------------------------------------------------------------------------------
+
+
+def load_results(reports_dir: str | os.PathLike[str] = "reports") -> list[dict[str, Any]]:
+    """Every ``<reports_dir>/*/results.json``, sorted by notebook name, claims validated.
+
+    Each dict gets ``_dir`` (the folder name). A notebook's name is its ``name`` field, or
+    its folder name when that is missing.
+    """
+    out = []
+    for path in sorted(Path(reports_dir).glob(f"*/{RESULTS_FILE}")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data.setdefault("name", path.parent.name)
+            data["claims"] = [Claim.from_dict(c).to_dict() for c in data.get("claims", [])]
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: {exc}") from exc
+        data["_dir"] = path.parent.name
+        out.append(data)
+    out.sort(key=lambda d: (str(d["name"]), d["_dir"]))
+    names = [d["name"] for d in out]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"several report folders claim the notebook name(s) {dup}")
+    return out
+
+
+def _fmt_number(v: float | int) -> str:
+    """Short, stable text of a number: as typed when short (``3.0`` stays ``3.0``), else 4 digits."""
+    if isinstance(v, int):
+        return str(v)
+    short = repr(float(v))
+    return short if len(short) <= 7 else f"{v:.4g}"
+
+
+def _fmt_value(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return _fmt_number(v)
+    return _cell(str(v))
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell."""
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def _ours(claim: Mapping[str, Any]) -> str:
+    s = _fmt_value(claim.get("our_value"))
+    ci = claim.get("ci")
+    if ci:
+        s += f" [{_fmt_number(ci[0])}, {_fmt_number(ci[1])}]"
+    return s
+
+
+_CLAIM_COLUMNS = ("claim", "statement", "paper", "ours [CI]", "unit", "profile", "verdict", "why")
+
+
+def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
+    """The claims ledger (markdown) built from every ``<reports_dir>/*/results.json``.
+
+    Deterministic: notebooks sorted by name, claims in the order the notebook added them, and
+    no timestamps, timings or commits (those stay in results.json).
+    """
+    results = load_results(reports_dir)
+    base = Path(reports_dir).name or "reports"
+    lines = [
+        "# Claims ledger",
+        "",
+        f"<!-- generated file: run `{LEDGER_COMMAND}` (or `python -m tokenprune.study.report`); never edit by hand -->",
+        f"> Generated by `{LEDGER_COMMAND}` from `{base}/*/{RESULTS_FILE}` "
+        "(`python -m tokenprune.study.report`). Never edit this file by hand: rerun the command.",
+        "",
+        "Each row is one claim of a paper, the number the paper gives, ours with its confidence "
+        "interval, the profile it was measured at, and the verdict: "
+        + ", ".join(f"**{v}**" for v in VERDICTS)
+        + ". Provenance (commit, versions, hardware, timings) is in each notebook's results.json.",
+        "",
+        "## Summary",
+        "",
+        "| notebook | profile | claims | " + " | ".join(VERDICTS) + " |",
+        "|---|---|---:|" + "---:|" * len(VERDICTS),
+    ]
+    totals = dict.fromkeys(VERDICTS, 0)
+    for r in results:
+        counts = dict.fromkeys(VERDICTS, 0)
+        for c in r["claims"]:
+            counts[c["verdict"]] += 1
+            totals[c["verdict"]] += 1
+        link = f"[{_cell(str(r['name']))}]({r['_dir']}/{RESULTS_FILE})"
+        lines.append(
+            f"| {link} | {_cell(str(r.get('profile', '')))} | {len(r['claims'])} | "
+            + " | ".join(str(counts[v]) for v in VERDICTS)
+            + " |"
+        )
+    lines.append(
+        f"| **all** | | {sum(totals.values())} | " + " | ".join(str(totals[v]) for v in VERDICTS) + " |"
+    )
+    for r in results:
+        title = str(r.get("title") or r["name"])
+        lines += ["", f"## {_cell(str(r['name']))}: {_cell(title)}", f"<!-- notebook: {r['name']} -->", ""]
+        if not r["claims"]:
+            lines.append("_No claims recorded._")
+            continue
+        lines.append("| " + " | ".join(_CLAIM_COLUMNS) + " |")
+        lines.append("|" + "---|" * len(_CLAIM_COLUMNS))
+        for c in r["claims"]:
+            statement = _cell(c["statement"])
+            if c.get("source"):
+                statement += f" ({_cell(c['source'])})"
+            row = [
+                f"`{c['id']}`",
+                statement,
+                _fmt_value(c.get("paper_value")),
+                _ours(c),
+                _cell(c.get("unit", "")),
+                _cell(c.get("profile", "")) + (TIMED_MARK if c.get("timed") else ""),
+                c["verdict"],
+                _cell(c.get("why", "")),
+            ]
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_ledger(reports_dir: str | os.PathLike[str] = "reports") -> Path:
+    """Build the ledger and write it atomically to ``<reports_dir>/README.md``."""
+    return atomic_write_text(Path(reports_dir) / LEDGER_FILE, build_ledger(reports_dir))
+
+
+def _split_row(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip())
+    return [c.strip() for c in cells[1:-1]]
+
+
+def _parse_ledger(text: str, column: str = "verdict", match: str | None = None) -> dict[tuple[str, str], str]:
+    """``{(notebook, claim_id): cell}`` of ``column`` in a ledger; with ``match``, only rows whose cell
+    ends with it."""
+    verdicts: dict[tuple[str, str], str] = {}
+    notebook: str | None = None
+    columns: list[str] | None = None
+    for line in text.splitlines():
+        mark = _NOTEBOOK_MARK.match(line)
+        if mark:
+            notebook, columns = mark.group("name"), None
+            continue
+        if notebook is None or not line.startswith("|"):
+            continue
+        cells = _split_row(line)
+        if columns is None:
+            columns = cells
+            continue
+        if "claim" not in columns or column not in columns or len(cells) != len(columns):
+            continue
+        claim_id = cells[columns.index("claim")].strip("`")
+        cell = cells[columns.index(column)]
+        if claim_id and not set(claim_id) <= {"-", ":"} and (match is None or cell.endswith(match)):
+            verdicts[(notebook, claim_id)] = cell
+    return verdicts
+
+
+def timed_claims(source: str | os.PathLike[str] = "reports") -> set[tuple[str, str]]:
+    """``{(notebook, claim_id)}`` of the claims marked ``timed`` in a reports folder or ledger file."""
+    path = Path(source)
+    if path.is_file():
+        return set(_parse_ledger(path.read_text(encoding="utf-8"), column="profile", match=TIMED_MARK))
+    return {(str(r["name"]), c["id"]) for r in load_results(path) for c in r["claims"] if c.get("timed")}
+
+
+def ledger_verdicts(source: str | os.PathLike[str] = "reports") -> dict[tuple[str, str], str]:
+    """``{(notebook, claim_id): verdict}`` from a reports folder or from a ledger markdown file.
+
+    A folder is read through its ``*/results.json``; a file (e.g. a saved copy of the committed
+    ``reports/README.md``) is parsed as a ledger written by :func:`build_ledger`.
+    """
+    path = Path(source)
+    if path.is_file():
+        return _parse_ledger(path.read_text(encoding="utf-8"))
+    return {(str(r["name"]), c["id"]): c["verdict"] for r in load_results(path) for c in r["claims"]}
+
+
+@dataclass(frozen=True)
+class VerdictChange:
+    """A claim whose verdict differs between two ledgers (None: absent on that side)."""
+
+    notebook: str
+    claim_id: str
+    old: str | None
+    new: str | None
+
+    @property
+    def kind(self) -> str:
+        """``changed``, ``added`` (only in the new ledger) or ``removed`` (only in the old)."""
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "removed"
+        return "changed"
+
+    def __str__(self) -> str:
+        return f"{self.notebook} / {self.claim_id}: {self.kind} ({self.old!r} -> {self.new!r})"
+
+
+def compare_verdicts(
+    old: Mapping[tuple[str, str], str], new: Mapping[tuple[str, str], str]
+) -> list[VerdictChange]:
+    """Claims whose verdict changed, appeared or disappeared between ``old`` and ``new``, sorted."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a != b:
+            changes.append(VerdictChange(key[0], key[1], a, b))
+    return changes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tokenprune.study.report [REPORTS_DIR] [--check-against OLD] [--no-write]``.
+
+    Regenerates ``REPORTS_DIR/README.md``. With ``--check-against OLD`` (a saved ledger file
+    or a reports folder), also prints every verdict that differs from OLD and exits 1 if any.
+    """
+    parser = argparse.ArgumentParser(prog="python -m tokenprune.study.report", description=main.__doc__)
+    parser.add_argument("reports_dir", nargs="?", default="reports")
+    parser.add_argument("--check-against", metavar="OLD", help="saved ledger (.md) or reports folder to compare verdicts with")
+    parser.add_argument("--changed-only", action="store_true", help="ignore added and removed claims in the check")
+    parser.add_argument("--no-write", action="store_true", help="do not rewrite README.md")
+    args = parser.parse_args(argv)
+    old = ledger_verdicts(args.check_against) if args.check_against else None
+    if not args.no_write:
+        print(f"wrote {write_ledger(args.reports_dir)}")
+    if old is None:
+        return 0
+    diffs = compare_verdicts(old, ledger_verdicts(args.reports_dir))
+    if args.changed_only:
+        diffs = [d for d in diffs if d.kind == "changed"]
+    timed = timed_claims(args.check_against) | timed_claims(args.reports_dir)
+    failing = [d for d in diffs if (d.notebook, d.claim_id) not in timed]
+    for d in diffs:
+        if (d.notebook, d.claim_id) in timed:
+            print(f"verdict differs (timed on this machine; listed, not failed): {d}")
+        else:
+            print(f"verdict differs: {d}")
+    print(f"{len(failing)} verdict difference(s)" + (f", {len(diffs) - len(failing)} timed" if len(diffs) > len(failing) else ""))
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

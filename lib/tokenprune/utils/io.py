@@ -1,0 +1,159 @@
+"""Files written atomically, deterministic JSON, and file digests: the I/O every layer shares.
+
+A temporary file in the same folder is filled and then ``os.replace``-d over the target, so a reader
+never sees a half-written file and a failed write leaves the old content in place.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["atomic_write", "atomic_write_text", "atomic_write_bytes", "to_jsonable", "dumps_json", "write_json",
+           "sha256_file"]
+
+
+# ----------------------------------------------------------------------------------------------
+# atomic files
+# ----------------------------------------------------------------------------------------------
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def atomic_write(path: str | os.PathLike[str], writer: Callable[[IO[Any]], None], binary: bool = False) -> Path:
+    """Write ``path`` atomically: ``writer(fh)`` fills a temporary file, which then replaces it.
+
+    The temporary file lives in the same folder (so ``os.replace`` is an atomic rename on one
+    file system), is flushed and fsync'ed, gets the usual ``0o666 & ~umask`` permissions, and is
+    removed if ``writer`` raises, in which case any existing ``path`` is left untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        if binary:
+            fh: IO[Any] = os.fdopen(fd, "wb")
+        else:
+            fh = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with fh:
+            writer(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Atomically write UTF-8 ``text`` (``\\n`` line ends) to ``path``."""
+    return atomic_write(path, lambda fh: fh.write(text))
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Atomically write ``data`` to ``path``."""
+    return atomic_write(path, lambda fh: fh.write(data), binary=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON
+# ----------------------------------------------------------------------------------------------
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert ``obj`` into plain JSON types, recursively.
+
+    numpy and torch scalars become Python numbers, arrays and tensors nested lists, dataclasses
+    dicts, paths strings, sets sorted lists, and non-finite floats ``None`` (strict JSON has no
+    NaN). Objects of other types are left as they are, so that encoding them fails loudly.
+    """
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, (str, int, float, bool)):
+                raise TypeError(f"JSON object keys must be str or numbers, got {type(k).__name__}")
+            out[str(k)] = to_jsonable(v)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, (set, frozenset)):
+        return sorted((to_jsonable(v) for v in obj), key=lambda v: json.dumps(v, sort_keys=True))
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return to_jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, os.PathLike):
+        return Path(obj).as_posix()
+    if isinstance(obj, (_dt.datetime, _dt.date)):
+        return obj.isoformat()
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(obj, np.generic):
+            return to_jsonable(obj.item())
+        if isinstance(obj, np.ndarray):
+            return to_jsonable(obj.tolist())
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu()
+        return to_jsonable(t.item() if t.ndim == 0 else t.tolist())
+    return obj
+
+
+def _json_default(obj: Any) -> Any:
+    raise TypeError(f"object of type {type(obj).__name__} is not JSON serialisable: {obj!r:.80}")
+
+
+def _dump_kwargs() -> dict[str, Any]:
+    return dict(sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False, default=_json_default)
+
+
+def dumps_json(obj: Any) -> str:
+    """Deterministic JSON text of ``obj``: sorted keys, 2-space indent, strict, final newline."""
+    return json.dumps(to_jsonable(obj), **_dump_kwargs()) + "\n"
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
+    """Stream ``obj`` as deterministic JSON into ``path`` atomically (see :func:`atomic_write`).
+
+    Encoding happens while the temporary file is written; if it fails part-way, the temporary
+    file is removed and an existing ``path`` keeps its old content.
+    """
+
+    def _write(fh: IO[str]) -> None:
+        json.dump(to_jsonable(obj), fh, **_dump_kwargs())
+        fh.write("\n")
+
+    return atomic_write(path, _write)
+
+
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    """SHA-256 hex digest of the file at ``path``, read in ``chunk``-byte blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,54 @@
+import pytest
+import timm
+
+from tokenprune.measure import throughput as bench
+from tokenprune.study import params
+from tokenprune.core.patch import patch
+
+TABLE = {"smoke": {"batch": 2, "rate": 0.5, "models": ["a"], "dtype": "fp32"},
+         "default": {"batch": 32, "rate": 0.7, "models": ["a", "b"], "dtype": "fp32"},
+         "choices": {"dtype": ["fp32", "bf16"], "models": ["a", "b"]}}
+
+
+def test_resolve_profile_and_overrides():
+    cfg = params.resolve("smoke", TABLE, batch=None, rate=1)
+    assert (cfg.batch, cfg.rate, cfg.models) == (2, 1, ["a"])
+
+
+@pytest.mark.parametrize("given,match", [
+    ({"batch": "two"}, "batch: expected int"),
+    ({"batch": 2.5}, "batch: expected int"),
+    ({"rate": "x"}, "rate: expected float"),
+    ({"models": ["c"]}, r"models: \['c'\] not accepted; accepted: \['a', 'b'\]"),
+    ({"dtype": "fp8"}, "dtype.*accepted"),
+    ({"nope": 1}, "nope: not a parameter.*accepted"),
+])
+def test_resolve_rejects_bad_values(given, match):
+    with pytest.raises(ValueError, match=match):
+        params.resolve("default", TABLE, **given)
+
+
+def test_resolve_rejects_unknown_profile():
+    with pytest.raises(ValueError, match="profile: unknown 'fast'; accepted"):
+        params.resolve("fast", TABLE)
+    with pytest.raises(ValueError, match="profile: 'paper' is not defined"):
+        params.resolve("paper", TABLE)
+
+
+def test_benchmark_and_speedup_table():
+    models = {"full": timm.create_model("deit_tiny_patch16_224", img_size=64),
+              "pruned": patch(timm.create_model("deit_tiny_patch16_224", img_size=64), keep_rate=0.5)}
+    res = bench.benchmark(models, batch=2, img_size=64, warmup=1, rounds=2, iters_per_round=1)
+    assert [r.label for r in res] == ["full", "pruned"] and all(r.img_per_s > 0 and len(r.rounds) == 2 for r in res)
+    rows = bench.speedup_table(res, {"full": 2.0, "pruned": 1.0})
+    assert rows[0]["speedup"] == 1.0 and rows[1]["mac_ratio"] == 2.0
+    assert rows[1]["speedup_low"] <= rows[1]["speedup"] <= rows[1]["speedup_high"]
+    with pytest.raises(ValueError, match="dtype"):
+        bench.benchmark(models, dtype="int4")
+
+
+def test_bench_cli_prints_table(capsys):
+    rows = bench.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.5", "--batch", "2", "--rounds", "1",
+                       "--iters", "1", "--warmup", "0"])
+    out = capsys.readouterr().out
+    assert "speedup/MAC ratio" in out and len(rows) == 2 and rows[1]["mac_ratio"] > 1.4
