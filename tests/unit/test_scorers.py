@@ -65,9 +65,10 @@ def test_random_is_reproducible_with_generator():
 
 
 def test_every_attention_scorer_returns_one_score_per_prunable_token():
-    """Every scorer that reads only attention (the core ones and tokenprune.methods.varmedad's variants)."""
+    """Every scorer that reads only attention (core, EViT and 2507.19175 variants)."""
     get_scorer("attention_cv2")  # loads the plugin modules
-    names = [n for n, s in SCORERS.items() if s.fn.__module__ in ("tokenprune.core.scorers", "tokenprune.methods.varmedad")]
+    names = [n for n, s in SCORERS.items()
+             if s.fn.__module__ in ("tokenprune.core.scorers", "tokenprune.methods.evit", "tokenprune.methods.varmedad")]
     assert {"cls_attention", "attention_variance", "attention_medad_midpoint"} <= set(names)
     for name in names:
         ctx = _ctx(p=2)

@@ -52,6 +52,7 @@ __all__ = [
     "kl_divergence",
     "true_class_prob_change",
     "bootstrap_ci",
+    "bootstrap_ci_or_nan",
     "paired_bootstrap_diff",
     "mcnemar",
     "tost_paired",
@@ -276,6 +277,15 @@ def bootstrap_ci(
     boots = _bootstrap_stats(v, stat, n_boot, seed)
     low, high = np.quantile(boots, [alpha / 2.0, 1.0 - alpha / 2.0])
     return Interval(est, float(low), float(high), 1.0 - alpha)
+
+
+def bootstrap_ci_or_nan(values: ArrayLike, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> Interval:
+    """:func:`bootstrap_ci` of the mean, or an all-NaN :class:`Interval` when no value is finite (a quantity
+    undefined on every image, such as a rank correlation of constant scores)."""
+    v = _np(values, np.float64).reshape(-1)
+    if not np.isfinite(v).any():
+        return Interval(math.nan, math.nan, math.nan, 1.0 - alpha)
+    return bootstrap_ci(v, n_boot=n_boot, alpha=alpha, seed=seed)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,28 @@
 """Notebook parameters and profiles.
 
-Every notebook's ``parameters`` cell sets ``profile`` (``smoke``, ``default`` or ``paper``) and leaves
-each tunable at ``None``, meaning "the profile's value". :func:`resolve` merges a notebook's
-profile table with the values papermill injected and checks every type, so a wrong parameter fails
-at the first cell with a message naming it and the accepted values, not deep inside an experiment.
+Each notebook's profile table (``smoke``, ``default``, ``paper``: every setting the notebook reads) lives in
+its audit module, ``tokenprune.study.audits.<paper>.PROFILES`` (:data:`AUDITS` maps a notebook to it), so each
+parameter is written once. A notebook's ``parameters`` cell names ``profile`` and ``overrides`` (a dict of
+changes to the profile's settings); :func:`setup` merges them and checks every name and type, and the
+pipeline calls the same check before a notebook starts, so a wrong parameter fails at once with a message
+naming it and the accepted values, not deep inside an experiment.
 """
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Any, Mapping
 
-__all__ = ["PROFILES", "check_profile", "resolve"]
+__all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "setup"]
 
 PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
+
+#: notebook stem -> the audit module holding its ``PROFILES`` table
+AUDITS: dict[str, str] = {
+    "01_evit": "tokenprune.study.audits.evit",
+    "02_diversity_merging": "tokenprune.study.audits.bat",
+    "03_variance_medad": "tokenprune.study.audits.varmedad",
+    "04_decoupling": "tokenprune.study.audits.decoupling",
+}
 
 
 def check_profile(profile: Any) -> str:
@@ -72,3 +82,20 @@ def resolve(profile: str, table: Mapping[str, Mapping[str, Any]], **given: Any) 
         if bad:
             raise ValueError(f"{name}: {bad!r} not accepted; accepted: {list(accepted)}")
     return SimpleNamespace(profile=profile, **base)
+
+
+def profile_table(notebook: str) -> Mapping[str, Mapping[str, Any]]:
+    """The profile table of ``notebook`` (a stem of :data:`AUDITS`)."""
+    import importlib
+
+    if notebook not in AUDITS:
+        raise ValueError(f"notebook: unknown {notebook!r}; accepted: {sorted(AUDITS)}")
+    return importlib.import_module(AUDITS[notebook]).PROFILES
+
+
+def setup(notebook: str, profile: str, overrides: Mapping[str, Any] | None = None) -> SimpleNamespace:
+    """The settings of ``notebook`` at ``profile`` with ``overrides`` applied, every name and type checked
+    (see :func:`resolve`)."""
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ValueError(f"overrides: expected a mapping of parameter names to values, got {type(overrides).__name__}")
+    return resolve(profile, profile_table(notebook), **dict(overrides or {}))

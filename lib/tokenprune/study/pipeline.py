@@ -1,7 +1,9 @@
 """Run the study's notebooks with papermill and regenerate ``reports/``.
 
-For each ``notebooks/NN_name.ipynb``: execute it into a staging folder (``reports/.staging-NN_name``)
-with ``profile`` and ``report_dir`` injected, export the executed notebook to HTML, check that it
+Parameters given with ``-p NAME VALUE`` are checked against every selected notebook's profile table
+(:func:`tokenprune.study.params.setup`) before anything runs. For each ``notebooks/NN_name.ipynb``:
+execute it into a staging folder (``reports/.staging-NN_name``) with ``profile``, ``overrides`` (the
+``-p`` values) and ``report_dir`` injected, export the executed notebook to HTML, check that it
 wrote ``results.json``, then swap the staging folder in for ``reports/NN_name``. A notebook that
 fails leaves the previous report untouched; the runner says which notebook and which cell failed
 and exits non-zero. Finally ``reports/README.md`` (the claims ledger) is rebuilt from every
@@ -24,7 +26,7 @@ from typing import Optional, Sequence
 
 import yaml
 
-from tokenprune.study.params import check_profile
+from tokenprune.study.params import check_profile, setup
 from tokenprune.study.report import write_ledger
 from tokenprune.utils.environment import REPO_ROOT
 
@@ -94,7 +96,7 @@ def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional
     staging = reports_dir / f".staging-{name}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    params = {"profile": profile, "report_dir": str(staging.resolve()), **(parameters or {})}
+    params = {"profile": profile, "report_dir": str(staging.resolve()), "overrides": dict(parameters or {})}
     t0 = time.perf_counter()
     executed = staging / f"{name}.ipynb"
     try:
@@ -133,7 +135,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--notebooks", type=Path, default=REPO_ROOT / "notebooks")
     ap.add_argument("--reports", type=Path, default=REPO_ROOT / "reports")
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                    help="a notebook parameter (YAML value), as papermill's -p")
+                    help="change one setting of the profile (YAML value); unknown names are refused before any run")
     ap.add_argument("--kernel", default=KERNEL_NAME)
     args = ap.parse_args(argv)
     check_profile(args.profile)
@@ -141,6 +143,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.reports.mkdir(parents=True, exist_ok=True)
     kernel = ensure_kernel(args.kernel)
     params = _parse_param(args.parameter)
+    for nb in notebooks:  # every name and value checked before any notebook starts
+        setup(nb.stem, args.profile, params)
     runs = []
     for nb in notebooks:
         print(f"[tokenprune] running {nb.name} (profile {args.profile}) ...", flush=True)

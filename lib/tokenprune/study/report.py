@@ -184,6 +184,24 @@ def _file_stem(name: str, ext: str) -> str:
     return stem
 
 
+def _in_notebook() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and hasattr(shell, "kernel")
+
+
+def show_inline(png: bytes | None = None, caption: str = "", label: str = "") -> None:
+    """Inside a notebook kernel, display ``caption`` (as ``**label.** caption``) and the PNG; elsewhere nothing."""
+    if not _in_notebook():
+        return
+    from IPython.display import Image, Markdown, display
+
+    if caption:
+        display(Markdown(f"**{label}.** {caption}" if label else caption))
+    if png is not None:
+        display(Image(data=png, format="png"))
+
+
 class Report:
     """What one notebook produces: claims, tables, figures and values, written atomically.
 
@@ -222,9 +240,17 @@ class Report:
     def add_claim(self, claim: Claim | None = None, /, **fields: Any) -> Claim:
         """Add a :class:`Claim`, given as an object or as its fields.
 
+        ``decision`` (a :class:`tokenprune.study.verdicts.Decision`) gives the verdict, why and test from
+        the rule that decided the claim; a ``why`` passed beside it is appended as context.
         ``profile`` defaults to the report's profile. Claim ids must be unique in a report.
         """
         if claim is None:
+            decision = fields.pop("decision", None)
+            if decision is not None:
+                if {"verdict", "test"} & set(fields):
+                    raise TypeError("pass either decision or verdict/test, not both")
+                fields["verdict"], fields["test"] = decision.verdict, decision.rule
+                fields["why"] = "; ".join(w for w in (decision.why, fields.get("why", "")) if w)
             fields.setdefault("profile", self.profile)
             claim = Claim(**fields)
         elif fields:
@@ -236,8 +262,9 @@ class Report:
         self._claims.append(claim)
         return claim
 
-    def add_table(self, name: str, df: Any, index: bool | None = None) -> Path:
-        """Render a pandas DataFrame to ``<name>.csv`` (written by :meth:`write`).
+    def add_table(self, name: str, df: Any, index: bool | None = None, caption: str = "") -> Path:
+        """Render a pandas DataFrame to ``<name>.csv`` (written by :meth:`write`); inside a notebook a
+        ``caption`` is shown (the cell's last expression then shows the table under it).
 
         The index is written when ``index`` is True, or by default when it is not a plain
         0..n-1 range. Returns the path the file will have.
@@ -249,14 +276,18 @@ class Report:
             idx = df.index
             index = not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1 and idx.name is None)
         self._tables[f"{stem}.csv"] = df.to_csv(index=index, lineterminator="\n")
+        if caption:
+            show_inline(caption=caption, label=f"Table {stem}")
         return self.out_dir / f"{stem}.csv"
 
-    def add_figure(self, name: str, fig: Any, dpi: int = FIGURE_DPI) -> Path:
-        """Render a matplotlib Figure to ``<name>.png`` at ``dpi`` (written by :meth:`write`)."""
+    def add_figure(self, name: str, fig: Any, caption: str = "", dpi: int = FIGURE_DPI) -> Path:
+        """Render a matplotlib Figure to ``<name>.png`` at ``dpi`` (written by :meth:`write`) and, inside a
+        notebook, show it inline under ``caption`` (one line: what to look at)."""
         stem = _file_stem(name, ".png")
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
         self._figures[f"{stem}.png"] = buf.getvalue()
+        show_inline(png=buf.getvalue(), caption=caption, label=f"Figure {stem}")
         return self.out_dir / f"{stem}.png"
 
     def add_value(self, key: str, value: Any) -> None:

@@ -1,0 +1,274 @@
+"""The verdict engine: each rule kind is one class that returns the verdict, the reason and its own text.
+
+A claim is decided by a rule declared before its data exist. ``rule.decide(...)`` returns a
+:class:`Decision`: the verdict (one of :data:`tokenprune.study.report.VERDICTS`), why (empty only when
+reproduced) and the rule's text, all from the same code, so the ledger's "test" column and the verdict
+cannot drift apart. ``Report.add_claim(..., decision=...)`` files it.
+
+Rule kinds:
+
+* :class:`Exact` -- a deterministic quantity equals the paper's (token counts).
+* :class:`Rounded` -- our number, rounded as the paper prints it, equals the printed figure (MACs).
+* :class:`Magnitude` -- our interval is compatible with the paper's number within a stated tolerance.
+* :class:`AtLeast` -- our estimate reaches a stated fraction of the paper's figure (speedups).
+* :class:`Direction` -- the sign of a paired difference, by its interval and, optionally, a test p-value.
+* :class:`Equivalence` -- two configurations are equal within a margin (TOST: the 90 % interval inside
+  the margin); shown different when the 95 % interval lies beyond it.
+* :class:`Condition` -- a stated condition on measured quantities holds (a consistency check).
+* :class:`Premise` -- what must hold before a claim is judged; a failed premise makes the claim
+  ``inconclusive`` with the premise named.
+
+Rules are frozen dataclasses: their parameters (margins, thresholds) are part of the text they print.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+__all__ = [
+    "Decision",
+    "not_testable",
+    "Exact",
+    "Rounded",
+    "Magnitude",
+    "AtLeast",
+    "Direction",
+    "Equivalence",
+    "Condition",
+    "Premise",
+    "fmt_interval",
+]
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE = "reproduced", "not reproduced", "inconclusive", "not testable here"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict with its reason and the text of the rule that gave it."""
+
+    verdict: str
+    why: str
+    rule: str
+
+    def __post_init__(self) -> None:
+        if self.verdict not in (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE):
+            raise ValueError(f"verdict: unknown {self.verdict!r}")
+        if self.verdict != REPRODUCED and not self.why.strip():
+            raise ValueError(f"why: required for the verdict {self.verdict!r}")
+
+    def because(self, note: str) -> "Decision":
+        """The same decision with ``note`` appended to why (context such as the setting or the hardware)."""
+        if not note:
+            return self
+        return Decision(self.verdict, "; ".join(w for w in (self.why, note) if w), self.rule)
+
+
+def not_testable(why: str, rule: str = "") -> Decision:
+    """``not testable here``, with what is missing."""
+    return Decision(NOT_TESTABLE, why, rule or "not run at this profile")
+
+
+def fmt_interval(estimate: float, low: float, high: float, nd: int = 2, signed: bool = True) -> str:
+    """``+1.23 [+0.50, +1.90]`` (``signed=False``: ``1.23 [0.50, 1.90]``)."""
+    s = "+" if signed else ""
+    return f"{estimate:{s}.{nd}f} [{low:{s}.{nd}f}, {high:{s}.{nd}f}]"
+
+
+def _finite(*values: Optional[float]) -> bool:
+    return all(v is not None and math.isfinite(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Exact:
+    """Reproduced when the measured quantity equals ``expected`` exactly (deterministic quantities)."""
+
+    expected: object
+    what: str = "value"
+
+    @property
+    def text(self) -> str:
+        return f"reproduced when the {self.what} equals the paper's exactly"
+
+    def decide(self, value: object) -> Decision:
+        if value == self.expected:
+            return Decision(REPRODUCED, "", self.text)
+        return Decision(NOT_REPRODUCED, f"{self.what} {value!r} differs from the paper's {self.expected!r}", self.text)
+
+
+@dataclass(frozen=True)
+class Rounded:
+    """Reproduced when our number rounded to ``digits`` decimals equals the printed ``paper`` figure."""
+
+    paper: float
+    digits: int = 1
+
+    @property
+    def text(self) -> str:
+        return f"reproduced when our number rounded to {self.digits} decimal(s) equals the printed {self.paper}"
+
+    def decide(self, value: float) -> Decision:
+        if round(value, self.digits) == self.paper:
+            return Decision(REPRODUCED, "", self.text)
+        return Decision(NOT_REPRODUCED, f"our {value:.{self.digits + 2}f} does not round to {self.paper}", self.text)
+
+
+@dataclass(frozen=True)
+class Magnitude:
+    """Reproduced when the interval ``[low, high]`` meets ``[paper - tolerance, paper + tolerance]``;
+    not reproduced when it lies entirely outside. The tolerance is stated before the data."""
+
+    paper: float
+    tolerance: float
+    unit: str = ""
+
+    @property
+    def text(self) -> str:
+        return (f"magnitude: reproduced when our 95 % interval meets {self.paper} +- {self.tolerance}"
+                f"{' ' + self.unit if self.unit else ''}, else not reproduced")
+
+    def decide(self, estimate: float, low: float, high: float) -> Decision:
+        if not _finite(estimate, low, high):
+            return Decision(INCONCLUSIVE, "no finite estimate", self.text)
+        lo, hi = self.paper - self.tolerance, self.paper + self.tolerance
+        if high >= lo and low <= hi:
+            return Decision(REPRODUCED, "", self.text)
+        side = "below" if high < lo else "above"
+        return Decision(NOT_REPRODUCED, f"ours {fmt_interval(estimate, low, high, signed=False)} lies {side} "
+                                        f"{self.paper} +- {self.tolerance}", self.text)
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """Reproduced when the estimate is at least ``fraction`` x the paper's figure."""
+
+    paper: float
+    fraction: float = 1.0
+    what: str = "estimate"
+
+    @property
+    def text(self) -> str:
+        return f"reproduced when the {self.what} >= {self.fraction:g} x the paper's {self.paper:g}"
+
+    def decide(self, estimate: float) -> Decision:
+        if estimate >= self.fraction * self.paper:
+            return Decision(REPRODUCED, "", self.text)
+        return Decision(NOT_REPRODUCED, f"{self.what} {estimate:.2f} is below {self.fraction:g} x {self.paper:g}",
+                        self.text)
+
+
+@dataclass(frozen=True)
+class Direction:
+    """A sign claim on a paired difference ``A - B`` (``expected``: ``">"`` A is larger, ``"<"`` A is smaller).
+
+    Reproduced when the 95 % interval lies beyond ``threshold`` on the expected side (and, with
+    ``test=True``, the paired test's p-value is below ``alpha``); not reproduced when it lies beyond on
+    the other side (with the same test requirement); otherwise inconclusive. With ``test=True`` an
+    interval that excludes the threshold while the test does not agree is inconclusive and says so.
+    """
+
+    expected: str = ">"
+    threshold: float = 0.0
+    test: bool = False
+    alpha: float = 0.05
+    unit: str = "points"
+    test_name: str = "McNemar"
+
+    def __post_init__(self) -> None:
+        if self.expected not in (">", "<"):
+            raise ValueError(f"expected: must be '>' or '<', got {self.expected!r}")
+
+    @property
+    def text(self) -> str:
+        side = "above" if self.expected == ">" else "below"
+        other = "below" if self.expected == ">" else "above"
+        t = f" and {self.test_name} p < {self.alpha:g}" if self.test else ""
+        return (f"direction: reproduced when the 95 % interval of the difference lies {side} {self.threshold:g}{t}; "
+                f"not reproduced when it lies {other}{t}; else inconclusive")
+
+    def decide(self, estimate: float, low: float, high: float, p: Optional[float] = None, what: str = "") -> Decision:
+        label = f"{what}: " if what else ""
+        if not _finite(estimate, low, high):
+            return Decision(INCONCLUSIVE, f"{label}no finite difference", self.text)
+        sig = (not self.test) or p is None or p < self.alpha
+        above, below = low > self.threshold, high < self.threshold
+        favour, against = (above, below) if self.expected == ">" else (below, above)
+        ci = fmt_interval(estimate, low, high)
+        if favour and sig:
+            return Decision(REPRODUCED, "", self.text)
+        if against and sig:
+            return Decision(NOT_REPRODUCED, f"{label}the opposite holds: difference {ci} {self.unit}", self.text)
+        if favour or against:
+            return Decision(INCONCLUSIVE, f"{label}difference {ci} {self.unit} excludes {self.threshold:g} but "
+                                          f"{self.test_name} p = {p:.3g} >= {self.alpha:g}: the two tests disagree",
+                            self.text)
+        p_txt = f", {self.test_name} p = {p:.3g}" if p is not None else ""
+        return Decision(INCONCLUSIVE, f"{label}difference {ci} {self.unit} contains {self.threshold:g}{p_txt}: "
+                                      "within noise at this sample size", self.text)
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Equal within ``margin`` (two one-sided tests at ``alpha``, read as the 1 - 2 alpha interval lying
+    inside ``(-margin, margin)``): reproduced; not reproduced when the 95 % interval lies entirely beyond
+    the margin; otherwise inconclusive. ``low90``/``high90`` may be omitted when a TOST result is passed
+    as ``equivalent``."""
+
+    margin: float
+    unit: str = "points"
+    alpha: float = 0.05
+
+    @property
+    def text(self) -> str:
+        return (f"equivalence (TOST, alpha {self.alpha:g}): reproduced when the {100 - 200 * self.alpha:.0f} % interval "
+                f"lies inside +-{self.margin:g} {self.unit}; not reproduced when the 95 % interval lies beyond it; "
+                "else inconclusive")
+
+    def decide(self, estimate: float, low95: float, high95: float, low90: Optional[float] = None,
+               high90: Optional[float] = None, equivalent: Optional[bool] = None) -> Decision:
+        m = self.margin
+        if equivalent is None:
+            if not _finite(low90, high90):
+                return Decision(INCONCLUSIVE, "no finite interval", self.text)
+            equivalent = -m < low90 and high90 < m
+        if equivalent:
+            return Decision(REPRODUCED, "", self.text)
+        if _finite(low95, high95) and (low95 > m or high95 < -m):
+            return Decision(NOT_REPRODUCED, f"difference {fmt_interval(estimate, low95, high95)} {self.unit} lies "
+                                            f"entirely beyond +-{m:g}", self.text)
+        return Decision(INCONCLUSIVE, f"difference {fmt_interval(estimate, low95, high95)} {self.unit}: equivalence "
+                                      f"within +-{m:g} is not shown, nor a difference larger than that", self.text)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Reproduced when a stated condition on measured quantities holds (``text`` says which)."""
+
+    text: str
+
+    def decide(self, holds: bool, why_not: str) -> Decision:
+        if holds:
+            return Decision(REPRODUCED, "", self.text)
+        return Decision(NOT_REPRODUCED, why_not, self.text)
+
+
+@dataclass(frozen=True)
+class Premise:
+    """What must hold before a claim is judged. ``gate(decision)`` returns ``decision`` when the premise
+    holds, else ``inconclusive`` naming the failed premise (the rule text says so too)."""
+
+    name: str
+    holds: bool
+    detail: str = ""
+
+    def gate(self, decision: Decision) -> Decision:
+        rule = f"premise: {self.name}; then {decision.rule}"
+        if self.holds:
+            return Decision(decision.verdict, decision.why, rule)
+        return Decision(INCONCLUSIVE, f"premise failed: {self.name}" + (f" ({self.detail})" if self.detail else ""),
+                        rule)
+
+
+def first_failed(premises: Sequence[Premise]) -> Optional[Premise]:
+    """The first premise that does not hold, or None."""
+    return next((p for p in premises if not p.holds), None)
