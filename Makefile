@@ -21,15 +21,15 @@ install: $(STAMP)
 
 ## data: embedded datasets and the offline pretrained ViT-S/14 (no hub downloads)
 data: install
-	$(PY) -m tokenprune.prepare
+	$(PY) -m tokenprune prepare
 
 ## models: the default profile's base models (loaded from data/checkpoints/ when their SHA-256 matches, else trained)
 models: data
-	$(PY) -m tokenprune.models
+	$(PY) -m tokenprune models
 
 ## reproduce: every notebook at PROFILE (default), regenerating reports/ and the claims ledger
 reproduce: models
-	$(PY) -m tokenprune.pipeline --profile $(PROFILE)
+	$(PY) -m tokenprune pipeline --profile $(PROFILE)
 
 ## test: unit tests and a smoke run of every notebook (on the real embedded data, hence `data`)
 test: data
@@ -37,7 +37,7 @@ test: data
 
 ## bench: EViT DeiT-S throughput side by side (not part of the tests)
 bench: install
-	$(PY) -m tokenprune.bench --model deit_small_patch16_224 --keep 1.0 0.9 0.8 0.7 0.6 0.5 --batch 32
+	$(PY) -m tokenprune bench --model deit_small_patch16_224 --keep 1.0 0.9 0.8 0.7 0.6 0.5 --batch 32
 
 clean-staging:
 	rm -rf reports/.staging-* reports/.old-* reports/.failed-*

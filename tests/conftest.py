@@ -11,3 +11,11 @@ os.environ.setdefault("TOKENPRUNE_NO_DOWNLOAD", "1")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def pytest_collection_modifyitems(items):
+    """Mark each test by its tier: its folder (tests/unit, tests/smoke)."""
+    for item in items:
+        tier = item.path.parent.name
+        if tier in ("unit", "smoke"):
+            item.add_marker(getattr(pytest.mark, tier))

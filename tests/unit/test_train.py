@@ -285,7 +285,7 @@ def test_checkpoint_cache_round_trip(tmp_path):
 
 
 def test_load_base_model_says_how_to_build_a_missing_one(tmp_path):
-    with pytest.raises(tm.CheckpointMissingError, match="python -m tokenprune.training.base_models"):
+    with pytest.raises(tm.CheckpointMissingError, match="python -m tokenprune models"):
         tm.load_base_model("small_vit_fmnist", cache_dir=tmp_path)
     with pytest.raises(ValueError, match="unknown"):
         tm.load_base_model("no_such_model", cache_dir=tmp_path)

@@ -1,6 +1,6 @@
 """Prepare everything the `default` profile needs, offline except for package registries.
 
-``python -m tokenprune.data.prepare`` (run by ``make data`` / ``make reproduce``):
+``python -m tokenprune prepare`` (run by ``make data`` / ``make reproduce``):
 
 1. Fashion-MNIST: the Debian package ``dataset-fashion-mnist`` (installed with apt when running as
    root; otherwise a message says what to run or where to put the four original files);
@@ -51,7 +51,7 @@ STEPS: dict[str, Callable[[], str]] = {"fashion_mnist": _fashion_mnist, "mnist":
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tokenprune.data.prepare", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tokenprune prepare", description=__doc__.split("\n\n")[0])
     ap.add_argument("steps", nargs="*", help=f"steps to run (default: all): {list(STEPS)}")
     args = ap.parse_args(argv)
     unknown = [s for s in args.steps if s not in STEPS]

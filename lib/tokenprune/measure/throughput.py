@@ -7,7 +7,7 @@ next to every figure. EViT measured at batch 64, fp32, on an A100; this machine 
 
 Usage::
 
-    python -m tokenprune.measure.throughput --model deit_small_patch16_224 --keep 1.0 0.7 --batch 32
+    python -m tokenprune bench --model deit_small_patch16_224 --keep 1.0 0.7 --batch 32
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     from tokenprune.measure.macs import analytic_macs
     from tokenprune.core.patch import patch
 
-    ap = argparse.ArgumentParser(prog="python -m tokenprune.measure.throughput", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tokenprune bench", description=main.__doc__)
     ap.add_argument("--model", default="deit_small_patch16_224")
     ap.add_argument("--keep", type=float, nargs="+", default=[1.0, 0.7])
     ap.add_argument("--reducer", default="fuse_attention")

@@ -11,8 +11,8 @@ and exits non-zero. Finally ``reports/README.md`` (the claims ledger) is rebuilt
 
 Usage::
 
-    python -m tokenprune.study.pipeline                      # every notebook, default profile
-    python -m tokenprune.study.pipeline --profile smoke --only 01_evit --reports /tmp/r -p batch 4
+    python -m tokenprune pipeline                      # every notebook, default profile
+    python -m tokenprune pipeline --profile smoke --only 01_evit --reports /tmp/r -p batch 4
 """
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def _parse_param(pairs: Sequence[Sequence[str]]) -> dict:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tokenprune.study.pipeline", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tokenprune pipeline", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="default", help="smoke | default | paper")
     ap.add_argument("--only", nargs="*", help="notebook stems or numbers (default: all)")
     ap.add_argument("--notebooks", type=Path, default=REPO_ROOT / "notebooks")

@@ -1,6 +1,6 @@
 """The base models of each profile: recipes, training, and a checkpoint cache keyed by recipe hash.
 
-``python -m tokenprune.training.base_models`` (``make models``) builds the ``default`` profile's base models; each
+``python -m tokenprune models`` (``make models``) builds the ``default`` profile's base models; each
 lands in ``data/checkpoints/<name>-<hash>.pt`` with a sidecar ``<name>-<hash>.json`` (the recipe, seed,
 SHA-256 of the .pt, training time, test accuracy with a 95 % bootstrap interval, history, provenance).
 ``<hash>`` is :meth:`tokenprune.training.loop.TrainRecipe.recipe_hash`, so a changed recipe is a new file and
@@ -466,7 +466,7 @@ def verify_checkpoint(pt_path: str | os.PathLike, json_path: str | os.PathLike) 
     if digest != info.get("sha256"):
         raise CheckpointMismatchError(f"{pt.name}: SHA-256 {digest} differs from {info.get('sha256')} recorded in "
                                       f"{js.name}; the file was changed or corrupted. Delete both files and rebuild "
-                                      f"with `python -m tokenprune.training.base_models` (or pass force=True).")
+                                      f"with `python -m tokenprune models` (or pass force=True).")
     return info
 
 
@@ -511,7 +511,7 @@ def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, dat
         extra["feature_extraction_s"] = round(feat_s, 1)
     else:
         # fused AdamW always (the same update up to rounding, faster); torch.compile on request (its warm-up
-        # only pays off over a long run): `python -m tokenprune.training.loop --bench` measures both
+        # only pays off over a long run): `python -m tokenprune train --bench` measures both
         res = train(recipe, model, ds["train"], ds["val"], device=dev, progress=progress, compile=compile,
                     fused_optimizer=True)
         test_logits = None
@@ -600,7 +600,7 @@ def load_base_model(name: str, profile: Optional[str] = None, cache_dir: Optiona
     pt, js = checkpoint_paths(recipe, cache)
     if not (pt.is_file() and js.is_file()) and not train_if_missing:
         raise CheckpointMissingError(f"base model {name!r}: no checkpoint {pt}; build it with "
-                                     f"`python -m tokenprune.training.base_models --profile {prof} --only {name}` (or `make models`)")
+                                     f"`python -m tokenprune models --profile {prof} --only {name}` (or `make models`)")
     return ensure_model(recipe, cache, on_mismatch="raise", progress=progress)
 
 
@@ -646,7 +646,7 @@ def _summary_line(info: dict) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tokenprune.training.base_models", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tokenprune models", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="default", choices=PROFILES)
     ap.add_argument("--only", nargs="+", default=None, help="model names of the profile")
     ap.add_argument("--cache-dir", default=None, help="default: data/checkpoints (default), data/checkpoints/<profile>")

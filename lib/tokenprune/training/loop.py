@@ -28,7 +28,7 @@ of the global batch (so the recipe means the same thing on any number of process
 in ``DistributedDataParallel``, and all-reduces the evaluation counts. Only rank 0 shows progress;
 writing files is the caller's job, on rank 0 (:func:`is_main_process`).
 
-Speed (``python -m tokenprune.training.loop --bench``): training images/s of the small ViT in eager fp32 next
+Speed (``python -m tokenprune train --bench``): training images/s of the small ViT in eager fp32 next
 to bf16 autocast (AMX on this CPU), eager attention instead of the fused kernel, and
 ``torch.compile``.
 """
@@ -939,7 +939,7 @@ def _ddp_check(out_dir: str) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tokenprune.training.loop", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tokenprune train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", action="store_true", help="training throughput of the small ViT, settings side by side")
     ap.add_argument("--settings", nargs="+", default=None, help="bench settings (default: the five of bench_training)")
     ap.add_argument("--embed-dim", type=int, default=128)
