@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -289,6 +290,8 @@ def patch(model: VisionTransformer,
         check_keep_rate(keep_rate)
     scorer_spec = get_scorer(scorer)
     reducer_spec = get_reducer(reducer, **(reducer_options or {}))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise ValueError(f"seed: expected an int (the seed of the random scorer's generator) or None, got {seed!r}")
     extras = {}
     if seed is not None:
         extras["generator"] = torch.Generator().manual_seed(int(seed))

@@ -64,6 +64,7 @@ class ReducerSpec:
     reference: str
     uses_scores: bool = True
     cost: Callable[..., int] = lambda n_tokens, n_kept, dim, head_dim: 0
+    check: Optional[Callable[..., None]] = None
 
     def __call__(self, ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Reduction:
         return self.fn(ctx, scores, n_keep)
@@ -73,7 +74,8 @@ REDUCERS: dict[str, ReducerSpec] = {}
 
 
 def register_reducer(name: str, needs: tuple[str, ...] = (), adds_tokens: int | Callable[..., int] = 0,
-                     reference: str = "", uses_scores: bool = True, cost: Optional[Callable[..., int]] = None):
+                     reference: str = "", uses_scores: bool = True, cost: Optional[Callable[..., int]] = None,
+                     check: Optional[Callable[..., None]] = None):
     """Register a reducer.
 
     ``adds_tokens`` is how many tokens it appends beyond the ``n_keep`` kept ones (EViT's fused token: 1),
@@ -81,6 +83,8 @@ def register_reducer(name: str, needs: tuple[str, ...] = (), adds_tokens: int | 
     is False for reducers that rank tokens themselves (ToMe's bipartite matching). ``cost(n_tokens, n_kept, dim,
     head_dim, **options)`` gives the reducer's own multiply-accumulates for ``n_tokens`` prunable tokens of
     width ``dim`` of which ``n_kept`` are kept (distances, weighted sums), which the papers' MAC columns leave out.
+    ``check(**options)`` raises ValueError for options the reducer cannot run with; :func:`get_reducer` calls it
+    when the options are bound (at ``patch()`` time), not at the first forward pass.
     """
     unknown = set(needs) - NEEDS
     if unknown:
@@ -91,7 +95,7 @@ def register_reducer(name: str, needs: tuple[str, ...] = (), adds_tokens: int | 
             raise ValueError(f"reducer {name!r} is already registered")
         spec_cost = cost or (lambda n_tokens, n_kept, dim, head_dim, **_: 0)
         REDUCERS[name] = ReducerSpec(name, fn, frozenset(needs), adds_tokens, reference, uses_scores,  # type: ignore[arg-type]
-                                     spec_cost)
+                                     spec_cost, check)
         return fn
 
     return deco
@@ -114,9 +118,11 @@ def get_reducer(name: str | ReducerSpec, **options) -> ReducerSpec:
     defaults = {p.name: p.default for p in inspect.signature(spec.fn).parameters.values()
                 if p.default is not inspect.Parameter.empty}
     bound = {**defaults, **options}
+    if spec.check is not None:
+        spec.check(**bound)
     adds = spec.adds_tokens(**bound) if callable(spec.adds_tokens) else spec.adds_tokens
     cost = partial(spec.cost, **bound) if bound else spec.cost
-    return ReducerSpec(spec.name, fn, spec.needs, adds, spec.reference, spec.uses_scores, cost)
+    return ReducerSpec(spec.name, fn, spec.needs, adds, spec.reference, spec.uses_scores, cost, spec.check)
 
 
 def gather_tokens(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

@@ -53,6 +53,9 @@ class Schedule:
         if isinstance(locations, (int, str)) or locations is None:
             raise TypeError(f"locations: expected a sequence of block numbers in 1..{depth}, got {locations!r}")
         locs = list(locations)
+        if not locs:
+            raise ValueError(f"locations: expected at least one block number in 1..{depth} (to prune nothing, "
+                             "use keep_rate=1.0)")
         for loc in locs:
             if isinstance(loc, bool) or not isinstance(loc, int) or not 1 <= loc <= depth:
                 raise ValueError(f"locations: block numbers count from 1 and must lie in 1..{depth} for this "

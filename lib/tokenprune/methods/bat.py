@@ -84,8 +84,22 @@ def _bat_cost(n_tokens, n_kept, dim, head_dim, num_clusters=4, pair_fraction=0.0
     return pair_cost(n_kept, r, dim, dim) + _dpcknn_cost(m, num_clusters + r, dim)
 
 
+def check_merge_options(num_clusters: int = 4, k: int = 5, pair_fraction: float = 0.0,
+                        merge_weight: str = "attention", **_) -> None:
+    """The options of BAT's merging: ``num_clusters`` and ``k`` ints >= 1, ``pair_fraction`` in [0, 1),
+    ``merge_weight`` one of attention | size | uniform."""
+    if isinstance(num_clusters, bool) or not isinstance(num_clusters, int) or num_clusters < 1:
+        raise ValueError(f"num_clusters: expected an int >= 1, got {num_clusters!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: expected an int >= 1, got {k!r}")
+    if isinstance(pair_fraction, bool) or not isinstance(pair_fraction, (int, float)) or not 0.0 <= pair_fraction < 1.0:
+        raise ValueError(f"pair_fraction: expected a number in [0, 1), got {pair_fraction!r}")
+    if merge_weight not in ("attention", "size", "uniform"):
+        raise ValueError(f"merge_weight: unknown {merge_weight!r}; accepted: ['attention', 'size', 'uniform']")
+
+
 @register_reducer("merge_dpcknn", needs=("cls_attn",), adds_tokens=lambda num_clusters, **_: num_clusters,
-                  cost=_bat_cost,
+                  cost=_bat_cost, check=check_merge_options,
                   reference="BAT (Long et al., CVPR 2023, arXiv 2211.11315), Sec. 3: decouple by [CLS] attention, "
                             "DPC-KNN merge of inattentive tokens, pairing of homogeneous attentive tokens")
 def merge_dpcknn(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clusters: int = 4, k: int = 5,
@@ -102,14 +116,7 @@ def merge_dpcknn(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clust
     depend on it. Defaults (4 clusters, k = 5, no pairing) are ours: the paper's repository has no code;
     k = 5 follows TCFormer's DPC-KNN; a few clusters keep the cost within a few tokens of EViT's.
     """
-    if not isinstance(num_clusters, int) or num_clusters < 1:
-        raise ValueError(f"num_clusters: expected an int >= 1, got {num_clusters!r}")
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"k: expected an int >= 1, got {k!r}")
-    if not 0.0 <= pair_fraction < 1.0:
-        raise ValueError(f"pair_fraction: expected a number in [0, 1), got {pair_fraction!r}")
-    if merge_weight not in ("attention", "size", "uniform"):
-        raise ValueError(f"merge_weight: unknown {merge_weight!r}; accepted: ['attention', 'size', 'uniform']")
+    check_merge_options(num_clusters, k, pair_fraction, merge_weight)
     p, size = prefix_and_size(ctx)
     keep_idx, rest_idx = select_topk(scores, n_keep)
     x_p = ctx.x[:, p:]
@@ -138,7 +145,7 @@ def merge_dpcknn(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clust
 
 
 @register_reducer("cluster_all", uses_scores=False, cost=lambda n_tokens, n_kept, dim, head_dim, **_: _dpcknn_cost(n_tokens, n_kept, dim),
-                  reference="BAT ablation 'diversity only': DPC-KNN over all tokens, no importance")
+                  check=check_merge_options, reference="BAT ablation 'diversity only': DPC-KNN over all tokens, no importance")
 def cluster_all(ctx: TokenContext, scores: torch.Tensor, n_keep: int, k: int = 5) -> Reduction:
     """Diversity only: cluster every prunable token by DPC-KNN into ``n_keep`` clusters and keep their
     size-weighted averages (the scores are ignored)."""
@@ -166,7 +173,7 @@ def _budget_cost(n_tokens, n_kept, dim, head_dim, num_clusters=4, pair_fraction=
 
 
 @register_reducer("merge_dpcknn_budget", needs=("cls_attn",), adds_tokens=1, cost=_budget_cost,
-                  reference="BAT (Long et al., CVPR 2023) within EViT's token budget: n_keep + 1 - num_clusters "
+                  check=check_merge_options, reference="BAT (Long et al., CVPR 2023) within EViT's token budget: n_keep + 1 - num_clusters "
                             "attentive tokens + num_clusters DPC-KNN clusters of the rest (= EViT's token counts)")
 def merge_dpcknn_budget(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clusters: int = 4, k: int = 5,
                         pair_fraction: float = 0.0, merge_weight: str = "attention") -> Reduction:

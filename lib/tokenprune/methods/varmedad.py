@@ -171,14 +171,19 @@ def attention_medad_global(ctx: TokenContext) -> torch.Tensor:
 
 
 
-@register_reducer("fuse_softmax", adds_tokens=1, cost=fuse_cost,
+def check_temperature(temperature: float = 1.0, **_) -> None:
+    """Eq. 8's temperature must be a number > 0."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"temperature: must be a number > 0, got {temperature!r}")
+
+
+@register_reducer("fuse_softmax", adds_tokens=1, cost=fuse_cost, check=check_temperature,
                   reference="Igaue & Aizawa, arXiv 2507.19175, Eq. 8: pruned tokens fused with softmax(score / T)")
 def fuse_softmax(ctx: TokenContext, scores: torch.Tensor, n_keep: int, temperature: float = 1.0) -> Reduction:
     """Keep the top ``n_keep`` and append one token: the pruned tokens averaged with weights
     ``softmax(s_i / T)`` over the pruned set (Eq. 8). ``T -> 0`` keeps only the best pruned token,
     ``T -> inf`` gives the plain mean."""
-    if not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"temperature: must be a number > 0, got {temperature!r}")
+    check_temperature(temperature)
     keep_idx, rest_idx, parts_x, parts_size, parts_src, size = keep_topk(ctx, scores, n_keep)
     w = torch.softmax(gather_tokens(scores, rest_idx).float() / temperature, dim=1)
     return fuse_rest(ctx, keep_idx, rest_idx, parts_x, parts_size, parts_src, size, w)

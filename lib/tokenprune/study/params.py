@@ -12,9 +12,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Mapping
 
+from tokenprune.utils.environment import PROFILES
+
 __all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "setup"]
 
-PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
 
 #: notebook stem -> the audit module holding its ``PROFILES`` table
 AUDITS: dict[str, str] = {

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from tokenprune.utils.environment import PROFILES
 from tokenprune.core.precision import DTYPES
 from tokenprune.training.loop import (Preprocess, TrainRecipe, as_tensors, barrier, evaluate, is_main_process,
                     setup_distributed, train)
@@ -76,7 +77,6 @@ __all__ = [
 CHECKPOINT_FORMAT = "tokenprune-checkpoint-v1"
 #: Committed checkpoints must stay at or under this size (bytes).
 MAX_CHECKPOINT_BYTES = 10_000_000
-PROFILES = ("default", "smoke", "paper")
 
 FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std (pixels in [0, 1])
 

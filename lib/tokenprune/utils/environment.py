@@ -12,10 +12,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DISTRIBUTION", "DATA_DIR_ENV", "data_dir", "git_state", "library_versions", "hardware", "provenance"]
+__all__ = ["DISTRIBUTION", "PROFILES", "DATA_DIR_ENV", "data_dir", "git_state", "library_versions", "hardware", "provenance"]
 
 #: the distribution name on a package index (the import name is ``tokenprune``; that name is taken there)
 DISTRIBUTION = "tokenprune-study"
+#: the study's profiles: ``smoke`` (seconds; the tests), ``default`` (a 2-core CPU, no download; the committed
+#: reports), ``paper`` (the papers' scale, data and weights from local paths)
+PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
 #: environment variable that moves the data folder
 DATA_DIR_ENV = "TOKENPRUNE_DATA_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[3]
