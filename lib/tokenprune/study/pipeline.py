@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 import yaml
 
 from tokenprune.study.params import check_profile, setup
-from tokenprune.study.report import write_ledger
+from tokenprune.study.report import reports_dir_for, write_ledger
 from tokenprune.utils.environment import REPO_ROOT
 
 __all__ = ["KERNEL_NAME", "NotebookRun", "ensure_kernel", "discover", "run_notebook", "main"]
@@ -101,7 +101,9 @@ def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional
     executed = staging / f"{name}.ipynb"
     try:
         pm.execute_notebook(str(nb), str(executed), parameters=params, kernel_name=kernel, cwd=str(nb.parent),
-                            progress_bar=False, request_save_on_cell_execute=False)
+                            progress_bar={"desc": f"[tokenprune] {name}", "file": sys.stdout, "ascii": True,
+                                          "mininterval": 5.0, "unit": "cell"},
+                            request_save_on_cell_execute=False)
         if not (staging / "results.json").exists():
             raise RuntimeError(f"the notebook did not write {staging / 'results.json'}")
         body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
@@ -133,13 +135,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--profile", default="default", help="smoke | default | paper")
     ap.add_argument("--only", nargs="*", help="notebook stems or numbers (default: all)")
     ap.add_argument("--notebooks", type=Path, default=REPO_ROOT / "notebooks")
-    ap.add_argument("--reports", type=Path, default=REPO_ROOT / "reports")
+    ap.add_argument("--reports", type=Path, default=None,
+                    help="output folder (default: reports/ at the default profile, runs/<profile>/ at any other, "
+                         "so that only a default run replaces the committed reports)")
     ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="change one setting of the profile (YAML value); unknown names are refused before any run")
     ap.add_argument("--kernel", default=KERNEL_NAME)
     args = ap.parse_args(argv)
     check_profile(args.profile)
     notebooks = discover(args.notebooks, args.only)
+    if args.reports is None:
+        args.reports = reports_dir_for(args.profile)
     args.reports.mkdir(parents=True, exist_ok=True)
     kernel = ensure_kernel(args.kernel)
     params = _parse_param(args.parameter)

@@ -35,7 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
-from tokenprune.utils.environment import provenance
+from tokenprune.utils.environment import REPO_ROOT, provenance
 from tokenprune.utils.io import atomic_write, atomic_write_bytes, atomic_write_text, dumps_json, to_jsonable, write_json
 
 __all__ = [
@@ -66,6 +66,13 @@ RESULTS_FILE = "results.json"
 LEDGER_FILE = "README.md"
 SCHEMA_VERSION = 1
 FIGURE_DPI = 120
+
+def reports_dir_for(profile: str) -> Path:
+    """Where a run at ``profile`` writes by default: the committed ``reports/`` for ``default`` only; any other
+    profile writes to the git-ignored ``runs/<profile>/``, so a smoke or paper run never overwrites the
+    committed default reports (pass a folder explicitly to write elsewhere)."""
+    return REPO_ROOT / "reports" if profile == "default" else REPO_ROOT / "runs" / profile
+
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: appended to the profile cell of a ``timed`` claim in the ledger (and read back by :func:`timed_claims`)
@@ -205,7 +212,7 @@ def show_inline(png: bytes | None = None, caption: str = "", label: str = "") ->
 class Report:
     """What one notebook produces: claims, tables, figures and values, written atomically.
 
-    ``out_dir`` is this notebook's own folder (default ``reports/<name>``). Tables and figures
+    ``out_dir`` is this notebook's own folder (default :func:`reports_dir_for` ``(profile) / name``). Tables and figures
     are rendered when added (a later change to the DataFrame or Figure is not picked up);
     nothing touches the disk until :meth:`write`.
     """
@@ -223,7 +230,7 @@ class Report:
             raise ValueError(f"name {name!r} must match {_NAME_RE.pattern}")
         self.name = name
         self.title = title or name
-        self.out_dir = Path(out_dir) if out_dir is not None else Path("reports") / name
+        self.out_dir = Path(out_dir) if out_dir is not None else reports_dir_for(profile) / name
         self.params: dict[str, Any] = dict(params or {})
         self.profile = profile
         self.seed = seed if seed is not None else self.params.get("seed")
@@ -385,6 +392,17 @@ def _ours(claim: Mapping[str, Any]) -> str:
 _CLAIM_COLUMNS = ("claim", "statement", "paper", "ours [CI]", "unit", "profile", "verdict", "why")
 
 
+def _mixed_profiles_note(results: list[dict[str, Any]]) -> list[str]:
+    """A warning line when the notebooks of one ledger ran at different profiles (else nothing)."""
+    by_profile: dict[str, list[str]] = {}
+    for r in results:
+        by_profile.setdefault(str(r.get("profile", "")), []).append(str(r["name"]))
+    if len(by_profile) < 2:
+        return []
+    parts = "; ".join(f"`{p}`: {', '.join(names)}" for p, names in sorted(by_profile.items()))
+    return [f"> **Profiles mixed in this ledger** ({parts}): each verdict holds at its own profile.", ""]
+
+
 def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
     """The claims ledger (markdown) built from every ``<reports_dir>/*/results.json``.
 
@@ -405,6 +423,7 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
         + ", ".join(f"**{v}**" for v in VERDICTS)
         + ". Provenance (commit, versions, hardware, timings) is in each notebook's results.json.",
         "",
+        *_mixed_profiles_note(results),
         "## Summary",
         "",
         "| notebook | profile | claims | " + " | ".join(VERDICTS) + " |",
