@@ -45,6 +45,7 @@ __all__ = [
     "mlp_residual",
     "check_timm_version",
     "check_img_size",
+    "accepts_any_img_size",
 ]
 
 #: timm (major, minor) versions whose ``Block.forward`` and ``Attention.forward`` this module reproduces
@@ -64,13 +65,21 @@ def check_timm_version(version: str | None = None) -> None:
                            f"{version}. Install a supported timm (pyproject.toml pins it) or port patch.py and its tests.")
 
 
+def accepts_any_img_size(model: torch.nn.Module) -> bool:
+    """Whether a timm ViT takes inputs of other sizes than it was built for: timm 1.0 keeps the
+    ``dynamic_img_size`` flag on the model (its ``PatchEmbed`` then has ``strict_img_size=False``)."""
+    pe = getattr(model, "patch_embed", None)
+    return bool(getattr(model, "dynamic_img_size", False) or getattr(pe, "dynamic_img_size", False)
+                or (pe is not None and not getattr(pe, "strict_img_size", True)))
+
+
 def check_img_size(model: VisionTransformer, img_size: int | Sequence[int]) -> tuple[int, int]:
     """Validate an input size for ``model``; raise a ValueError naming ``img_size`` and what it accepts."""
     size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
     pe = model.patch_embed
     if len(size) != 2 or not all(isinstance(s, int) and s > 0 for s in size):
         raise ValueError(f"img_size: expected a positive int or (H, W), got {img_size!r}")
-    if getattr(pe, "dynamic_img_size", False):
+    if accepts_any_img_size(model):
         ok = all(s >= p for s, p in zip(size, pe.patch_size))
         accepted = f"any size >= patch size {tuple(pe.patch_size)}"
     else:

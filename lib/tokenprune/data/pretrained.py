@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
+from tokenprune.core.patch import accepts_any_img_size
 from tokenprune.utils.environment import DATA_DIR_ENV, data_dir
 from tokenprune.utils.io import sha256_file
 
@@ -591,7 +592,7 @@ def verify_against_onnx(model: torch.nn.Module, onnx_path: OnnxSource, n_images:
         size = (int(img_size), int(img_size))
         proto = _with_dynamic_input(proto)
     pe = getattr(model, "patch_embed", None)
-    if pe is not None and not getattr(pe, "dynamic_img_size", False) and tuple(pe.img_size) != size:
+    if pe is not None and not accepts_any_img_size(model) and tuple(pe.img_size) != size:
         raise ValueError(f"model is built for {tuple(pe.img_size)} px, the ONNX model takes {size}: "
                          f"use load_vit_s14(img_size={size[0]})")
 

@@ -58,6 +58,8 @@ def _grid(model: VisionTransformer, img_size) -> tuple[int, int]:
     kh, kw = conv.kernel_size
     sh, sw = conv.stride
     ph, pw = conv.padding
+    if getattr(pe, "dynamic_img_pad", False):  # timm pads the input up to a multiple of the patch size
+        h, w = -(-h // kh) * kh, -(-w // kw) * kw
     return (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
 
 

@@ -38,7 +38,7 @@ from typing import Callable, Iterator, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-from tokenprune.core.patch import attention_with_stats, prune_state
+from tokenprune.core.patch import accepts_any_img_size, attention_with_stats, prune_state
 from tokenprune.core.scorers import TokenContext, register_scorer
 
 __all__ = ["ORACLE_KEY", "oracle_cls_attention", "resample_map", "set_oracle_map", "oracle_feed",
@@ -91,8 +91,8 @@ def oracle_cls_attention(oracle: torch.nn.Module, images: torch.Tensor, block: i
         raise RuntimeError(f"oracle: block {block}'s attention module was not called; run the oracle unpruned "
                            "(a patched block at a reduction location computes attention without calling it)")
     maps = torch.cat(captured).cpu()
-    gh, gw = oracle.patch_embed.grid_size if not getattr(oracle.patch_embed, "dynamic_img_size", False) else \
-        oracle.patch_embed.dynamic_feat_size(images.shape[-2:])
+    gh, gw = oracle.patch_embed.dynamic_feat_size(images.shape[-2:]) if accepts_any_img_size(oracle) else \
+        oracle.patch_embed.grid_size
     if maps.shape[1] != gh * gw:
         raise RuntimeError(f"oracle: {maps.shape[1]} patch tokens do not form its {gh}x{gw} grid")
     return maps.reshape(-1, gh, gw)
