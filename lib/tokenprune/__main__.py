@@ -2,6 +2,7 @@
 
 Commands:
   pipeline   run the notebooks with papermill and regenerate the reports and the claims ledger
+  batch      run one notebook over many parameter sets (--jobs N, --shard i/n), each into its own folder
   report     rebuild or check the claims ledger from reports/*/results.json
   bench      EViT-style throughput of a patched timm model, settings side by side
   models     train, or load by recipe hash, the default profile's base models
@@ -18,6 +19,7 @@ from typing import Optional, Sequence
 
 COMMANDS = {
     "pipeline": "tokenprune.study.pipeline",
+    "batch": "tokenprune.study.batch",
     "report": "tokenprune.study.report",
     "bench": "tokenprune.measure.throughput",
     "models": "tokenprune.training.base_models",

@@ -85,13 +85,14 @@ def _failure_message(nb_name: str, err: Exception) -> str:
 
 
 def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional[dict] = None,
-                 kernel: str = KERNEL_NAME) -> NotebookRun:
-    """Execute one notebook into staging and swap it in for ``reports_dir/<stem>`` only when it succeeded."""
+                 kernel: str = KERNEL_NAME, name: Optional[str] = None) -> NotebookRun:
+    """Execute one notebook into staging and swap it in for ``reports_dir/<name>`` (default name: the
+    notebook's stem) only when it succeeded; ``parameters`` arrive in the notebook as ``overrides``."""
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
 
-    name = nb.stem
+    name = name or nb.stem
     final = reports_dir / name
     staging = reports_dir / f".staging-{name}"
     shutil.rmtree(staging, ignore_errors=True)
