@@ -7,7 +7,8 @@ from tokenprune.core.patch import patch
 
 TABLE = {"smoke": {"batch": 2, "rate": 0.5, "models": ["a"], "dtype": "fp32"},
          "default": {"batch": 32, "rate": 0.7, "models": ["a", "b"], "dtype": "fp32"},
-         "choices": {"dtype": ["fp32", "bf16"], "models": ["a", "b"]}}
+         "choices": {"dtype": ["fp32", "bf16"], "models": ["a", "b"]},
+         "ranges": {"batch": (1, None), "rate": (0.01, 1.0)}}
 
 
 def test_resolve_profile_and_overrides():
@@ -22,6 +23,8 @@ def test_resolve_profile_and_overrides():
     ({"models": ["c"]}, r"models: \['c'\] not accepted; accepted: \['a', 'b'\]"),
     ({"dtype": "fp8"}, "dtype.*accepted"),
     ({"nope": 1}, "nope: not a parameter.*accepted"),
+    ({"batch": 0}, r"batch: \[0\] out of range; accepted: values in 1..inf"),
+    ({"rate": 1.5}, r"rate: \[1.5\] out of range; accepted: values in 0.01..1.0"),
 ])
 def test_resolve_rejects_bad_values(given, match):
     with pytest.raises(ValueError, match=match):

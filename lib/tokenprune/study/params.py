@@ -60,12 +60,13 @@ def resolve(profile: str, table: Mapping[str, Mapping[str, Any]], **given: Any) 
 
     Raises ValueError naming a parameter that the table does not know (with the accepted names) or whose
     type differs from the profile's value (with the expected type and, for ``choices``, the accepted values).
-    ``table`` may hold a ``"choices"`` entry: ``{param: [accepted values]}``.
+    ``table`` may hold a ``"choices"`` entry: ``{param: [accepted values]}``, and a ``"ranges"`` entry:
+    ``{param: (low, high)}``, inclusive bounds (None: open), checked on the value or each value of a list.
     """
     check_profile(profile)
     if profile not in table:
         raise ValueError(f"profile: {profile!r} is not defined for this notebook; accepted: "
-                         f"{[p for p in table if p != 'choices']}")
+                         f"{[p for p in table if p not in ('choices', 'ranges')]}")
     base = dict(table[profile])
     choices = table.get("choices", {})
     for name, value in given.items():
@@ -82,6 +83,12 @@ def resolve(profile: str, table: Mapping[str, Mapping[str, Any]], **given: Any) 
         bad = [v for v in vals if v not in accepted]
         if bad:
             raise ValueError(f"{name}: {bad!r} not accepted; accepted: {list(accepted)}")
+    for name, (low, high) in table.get("ranges", {}).items():
+        vals = base[name] if isinstance(base[name], (list, tuple)) else [base[name]]
+        bad = [v for v in vals if (low is not None and v < low) or (high is not None and v > high)]
+        if bad:
+            span = f"{'-inf' if low is None else low}..{'inf' if high is None else high}"
+            raise ValueError(f"{name}: {bad!r} out of range; accepted: values in {span}")
     return SimpleNamespace(profile=profile, **base)
 
 
