@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -251,6 +252,18 @@ def _pruning_model_class(cls: type) -> type:
             st = self._tokenprune
             st.schedule = Schedule.build(st.depth, value, st.schedule.locations)
 
+        def forward_intermediates(self, *args, **kwargs):
+            """timm's intermediate outputs, unchanged while nothing is pruned; refused while pruning, since the
+            blocks after a reduction hold fewer tokens than the patch grid (their feature maps would be scrambled)."""
+            pruned = [i + 1 for i, r in sorted(self._tokenprune.schedule.keep_rates.items()) if r < 1.0]
+            if pruned:
+                raise NotImplementedError(
+                    f"forward_intermediates: this model reduces tokens at blocks {pruned}, so the later blocks hold "
+                    "fewer tokens than the patch grid and have no feature map; set model.keep_rate = 1.0 for "
+                    "intermediate outputs, or patch with trace=True and read prune_state(model).history for which "
+                    "tokens each location kept")
+            return super().forward_intermediates(*args, **kwargs)
+
     PruningVisionTransformer.__name__ = f"Pruning{cls.__name__}"
     PruningVisionTransformer.__qualname__ = PruningVisionTransformer.__name__
     return PruningVisionTransformer
@@ -278,7 +291,11 @@ def patch(model: VisionTransformer,
         prop_attn: ToMe's proportional attention (add ``log(size)`` to attention logits) once tokens are merged.
         seed: seed of the generator that ``random`` scoring uses.
 
-    Calling ``patch`` again on a patched model replaces its configuration.
+    Calling ``patch`` again on a patched model replaces its configuration. ``forward``, ``forward_features``
+    and ``forward_head`` prune; ``forward_intermediates`` (and ``get_intermediate_layers``) equals timm's while
+    nothing is pruned and is refused while pruning (no feature map exists after a reduction). With a pooling
+    head (``global_pool='avg'``, ``'max'``, an attention pool) the head pools the tokens that remain, a fused or
+    merged token counting once; patching such a model warns so.
     """
     check_timm_version()
     if not isinstance(model, VisionTransformer):
@@ -297,6 +314,11 @@ def patch(model: VisionTransformer,
         [check_keep_rate(r) for r in keep_rate]
     else:
         check_keep_rate(keep_rate)
+    pool = getattr(model, "global_pool", "token")
+    if pool not in ("token", "") or getattr(model, "attn_pool", None) is not None:
+        warnings.warn(f"model.global_pool={pool!r}: after a reduction the head pools the tokens that remain, a "
+                      "fused or merged token counting once (not the original patches); EViT and DeiT classify from "
+                      "the [CLS] token (global_pool='token')", stacklevel=2)
     scorer_spec = get_scorer(scorer)
     reducer_spec = get_reducer(reducer, **(reducer_options or {}))
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
