@@ -252,6 +252,10 @@ def _pruning_model_class(cls: type) -> type:
             st = self._tokenprune
             st.schedule = Schedule.build(st.depth, value, st.schedule.locations)
 
+        def __reduce_ex__(self, protocol):
+            # the class is made at patch time: pickle (torch.save) and deepcopy rebuild it from timm's class
+            return (_unpickle_pruning_model, (type(self).__bases__[0],), self.__dict__)
+
         def forward_intermediates(self, *args, **kwargs):
             """timm's intermediate outputs, unchanged while nothing is pruned; refused while pruning, since the
             blocks after a reduction hold fewer tokens than the patch grid (their feature maps would be scrambled)."""
@@ -267,6 +271,11 @@ def _pruning_model_class(cls: type) -> type:
     PruningVisionTransformer.__name__ = f"Pruning{cls.__name__}"
     PruningVisionTransformer.__qualname__ = PruningVisionTransformer.__name__
     return PruningVisionTransformer
+
+
+def _unpickle_pruning_model(base: type) -> VisionTransformer:
+    """An empty instance of the patched class of ``base``, filled by ``__setstate__`` (pickle, deepcopy)."""
+    return object.__new__(_pruning_model_class(base))
 
 
 def patch(model: VisionTransformer,

@@ -53,6 +53,12 @@ class Reduction:
 ReduceFn = Callable[..., Reduction]
 
 
+def no_cost(n_tokens: int, n_kept: int, dim: int, head_dim: int, **_) -> int:
+    """The own MACs of a reducer that only selects (``drop``): none. A module-level function, not a lambda,
+    so that a patched model pickles (``torch.save(model)``)."""
+    return 0
+
+
 @dataclass(frozen=True)
 class ReducerSpec:
     """A registered reducer with its options bound."""
@@ -63,7 +69,7 @@ class ReducerSpec:
     adds_tokens: int
     reference: str
     uses_scores: bool = True
-    cost: Callable[..., int] = lambda n_tokens, n_kept, dim, head_dim: 0
+    cost: Callable[..., int] = no_cost
     check: Optional[Callable[..., None]] = None
 
     def __call__(self, ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Reduction:
@@ -93,7 +99,7 @@ def register_reducer(name: str, needs: tuple[str, ...] = (), adds_tokens: int | 
     def deco(fn: ReduceFn) -> ReduceFn:
         if name in REDUCERS:
             raise ValueError(f"reducer {name!r} is already registered")
-        spec_cost = cost or (lambda n_tokens, n_kept, dim, head_dim, **_: 0)
+        spec_cost = cost or no_cost
         REDUCERS[name] = ReducerSpec(name, fn, frozenset(needs), adds_tokens, reference, uses_scores,  # type: ignore[arg-type]
                                      spec_cost, check)
         return fn

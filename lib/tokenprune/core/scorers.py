@@ -81,6 +81,12 @@ class ScorerSpec:
     def __call__(self, ctx: TokenContext) -> torch.Tensor:
         return self.fn(ctx)
 
+    def __reduce__(self):
+        # the negated form of get_scorer("inverse:<name>") is a closure: rebuild it by name (pickle, deepcopy)
+        if self.name.startswith("inverse:"):
+            return (get_scorer, (self.name,))
+        return super().__reduce__()
+
 
 SCORERS: dict[str, ScorerSpec] = {}
 

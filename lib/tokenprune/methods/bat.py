@@ -98,7 +98,15 @@ def check_merge_options(num_clusters: int = 4, k: int = 5, pair_fraction: float 
         raise ValueError(f"merge_weight: unknown {merge_weight!r}; accepted: ['attention', 'size', 'uniform']")
 
 
-@register_reducer("merge_dpcknn", needs=("cls_attn",), adds_tokens=lambda num_clusters, **_: num_clusters,
+def _clusters_added(num_clusters: int = 4, **_) -> int:
+    return num_clusters
+
+
+def _cluster_all_cost(n_tokens, n_kept, dim, head_dim, **_):
+    return _dpcknn_cost(n_tokens, n_kept, dim)
+
+
+@register_reducer("merge_dpcknn", needs=("cls_attn",), adds_tokens=_clusters_added,
                   cost=_bat_cost, check=check_merge_options,
                   reference="BAT (Long et al., CVPR 2023, arXiv 2211.11315), Sec. 3: decouple by [CLS] attention, "
                             "DPC-KNN merge of inattentive tokens, pairing of homogeneous attentive tokens")
@@ -144,7 +152,7 @@ def merge_dpcknn(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clust
     return Reduction(x, new_size, new_src, keep_idx)
 
 
-@register_reducer("cluster_all", uses_scores=False, cost=lambda n_tokens, n_kept, dim, head_dim, **_: _dpcknn_cost(n_tokens, n_kept, dim),
+@register_reducer("cluster_all", uses_scores=False, cost=_cluster_all_cost,
                   check=check_merge_options, reference="BAT ablation 'diversity only': DPC-KNN over all tokens, no importance")
 def cluster_all(ctx: TokenContext, scores: torch.Tensor, n_keep: int, k: int = 5) -> Reduction:
     """Diversity only: cluster every prunable token by DPC-KNN into ``n_keep`` clusters and keep their

@@ -60,8 +60,12 @@ def pair_cost(n: int, r: int, metric_dim: int, d: int) -> int:
 
 
 
+def _bipartite_cost(n_tokens, n_kept, dim, head_dim, **_):
+    return pair_cost(n_tokens, n_tokens - n_kept, head_dim, dim)
+
+
 @register_reducer("bipartite", needs=("keys",), uses_scores=False,
-                  cost=lambda n_tokens, n_kept, dim, head_dim, **_: pair_cost(n_tokens, n_tokens - n_kept, head_dim, dim),
+                  cost=_bipartite_cost,
                   reference="ToMe (Bolya et al., ICLR 2023), tome/merge.py: bipartite soft matching on head-mean keys")
 def bipartite(ctx: TokenContext, scores: Optional[torch.Tensor], n_keep: int) -> Reduction:
     """ToMe: split prunable tokens alternately into a / b, merge the ``r = N - n_keep`` a-tokens most similar
