@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tokenprune.study import report as R  # noqa: E402
+from tokenprune.utils import io as IO  # noqa: E402
 
 
 class Unencodable:
@@ -86,11 +87,11 @@ def test_claim_rejects_unknown_paper_and_bad_ci_and_normalises_scalars():
 
 def test_write_json_failing_midway_leaves_old_file_intact(tmp_path):
     target = tmp_path / "results.json"
-    R.write_json(target, {"a": 1})
+    IO.write_json(target, {"a": 1})
     before = target.read_bytes()
     # keys sort as "a" < "b" < "c": "a" and "b" are streamed before "c" fails
     with pytest.raises(TypeError, match="Unencodable"):
-        R.write_json(target, {"a": 2, "b": list(range(1000)), "c": Unencodable()})
+        IO.write_json(target, {"a": 2, "b": list(range(1000)), "c": Unencodable()})
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # no temp file left
 
@@ -104,7 +105,7 @@ def test_atomic_write_writer_raising_partway(tmp_path):
         raise RuntimeError("disk on fire")
 
     with pytest.raises(RuntimeError):
-        R.atomic_write(target, writer)
+        IO.atomic_write(target, writer)
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["table.csv"]
 
@@ -112,8 +113,8 @@ def test_atomic_write_writer_raising_partway(tmp_path):
 def test_json_is_deterministic_and_handles_numpy_and_torch():
     obj = {"b": np.float32(1.5), "a": torch.tensor(2), "c": [np.int64(3), np.array([1.0, np.nan])],
            "d": torch.tensor([0.5, 0.25]), "e": {"z": np.bool_(True), "y": float("inf")}}
-    text = R.dumps_json(obj)
-    assert text == R.dumps_json(dict(reversed(list(obj.items()))))
+    text = IO.dumps_json(obj)
+    assert text == IO.dumps_json(dict(reversed(list(obj.items()))))
     assert json.loads(text) == {"a": 2, "b": 1.5, "c": [3, [1.0, None]], "d": [0.5, 0.25],
                                 "e": {"y": None, "z": True}}
     assert list(json.loads(text)) == ["a", "b", "c", "d", "e"]

@@ -19,7 +19,6 @@ Example::
 """
 from __future__ import annotations
 
-import math
 import numbers
 import warnings
 from dataclasses import dataclass, field

@@ -24,7 +24,6 @@ one prefix per image set plus the (pruned) suffix per configuration.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import torch
 
 from tokenprune.core.patch import accepts_any_img_size
-from tokenprune.utils.environment import DATA_DIR_ENV, data_dir
+from tokenprune.utils.environment import data_dir
 from tokenprune.utils.io import sha256_file
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -10,7 +10,6 @@ says, after a traced forward, which original patches each location kept intact, 
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Optional
 

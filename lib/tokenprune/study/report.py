@@ -18,25 +18,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as _dt
 import io
 import json
-import math
 import os
-import platform
 import re
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tokenprune.utils.environment import REPO_ROOT, provenance
-from tokenprune.utils.io import atomic_write, atomic_write_bytes, atomic_write_text, dumps_json, to_jsonable, write_json
+from tokenprune.utils.io import atomic_write_bytes, atomic_write_text, dumps_json, to_jsonable
 
 __all__ = [
     "VERDICTS",

@@ -35,7 +35,6 @@ to bf16 autocast (AMX on this CPU), eager attention instead of the fused kernel,
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import json
