@@ -113,3 +113,32 @@ def test_report_files_a_decision(tmp_path):
     assert c.verdict == N and c.test == d.rule and c.why.endswith("; proxy scale")
     with pytest.raises(TypeError, match="either decision or verdict"):
         rep.add_claim(id="x.z", paper="other", statement="s", source="t", decision=d, verdict=R)
+
+
+def test_criteria_returns_each_verdict():
+    rule = V.Criteria(reproduced=(V.Above("gap", 0.0), V.Flag("larger", "the gap is the largest")),
+                      not_reproduced=(V.Below("gap", 0.0),))
+    assert rule.decide({"gap": (1.0, 0.5, 1.5), "larger": True}).verdict == R
+    d = rule.decide({"gap": (-1.0, -1.5, -0.5), "larger": False})
+    assert d.verdict == N and "lies below 0" in d.why
+    d = rule.decide({"gap": (1.0, 0.5, 1.5), "larger": False})
+    assert d.verdict == I and "not shown: the gap is the largest" in d.why
+    assert "reproduced when the 95 % interval of gap lies above 0 and the gap is the largest" in rule.text
+    inside = V.AllOf((V.Inside("d", 1.0, level=90),))
+    beyond = V.AnyOf((V.Beyond("d", 1.0),))
+    assert inside.holds({"d": (0.1, -0.5, 0.5)}) and not beyond.holds({"d": (0.1, -0.5, 0.5)})
+    assert beyond.holds({"d": (2.0, 1.5, 2.5)}) and "90 % interval of d lies inside +-1" in inside.text
+
+
+def test_robustness_returns_each_verdict():
+    rule = V.Robustness(1.0)
+    same = {"name": "T=0.1", "estimate": 0.1, "low": -0.3, "high": 0.5, "p": 0.6, "equivalent": True}
+    open_ = {"name": "T=2", "estimate": 0.4, "low": -0.6, "high": 1.4, "p": 0.3, "equivalent": False, "tost_p": 0.2}
+    differs = {"name": "blocks 2/6/10", "estimate": -2.0, "low": -2.8, "high": -1.2, "p": 0.001, "equivalent": False}
+    assert rule.decide([same]).verdict == R
+    d = rule.decide([same, open_])
+    assert d.verdict == I and "T=2" in d.why and "TOST p=0.2" in d.why
+    d = rule.decide([same, open_, differs])
+    assert d.verdict == N and "blocks 2/6/10" in d.why
+    with pytest.raises(ValueError, match="alternatives"):
+        rule.decide([])

@@ -17,6 +17,10 @@ Rule kinds:
 * :class:`Condition` -- a stated condition on measured quantities holds (a consistency check).
 * :class:`Premise` -- what must hold before a claim is judged; a failed premise makes the claim
   ``inconclusive`` with the premise named.
+* :class:`Criteria` -- a composite claim on several intervals and flags: reproduced when all of one list of
+  declared conditions hold, else not reproduced when any of a second list holds, else inconclusive.
+* :class:`Robustness` -- an unreported choice does not matter: not reproduced when any alternative differs
+  significantly from the main configuration, reproduced when all are equivalent within a margin (TOST).
 
 Rules are frozen dataclasses: their parameters (margins, thresholds) are part of the text they print.
 """
@@ -37,6 +41,16 @@ __all__ = [
     "Equivalence",
     "Condition",
     "Premise",
+    "first_failed",
+    "Criteria",
+    "Above",
+    "Below",
+    "Inside",
+    "Beyond",
+    "Flag",
+    "AllOf",
+    "AnyOf",
+    "Robustness",
     "fmt_interval",
 ]
 
@@ -272,3 +286,194 @@ class Premise:
 def first_failed(premises: Sequence[Premise]) -> Optional[Premise]:
     """The first premise that does not hold, or None."""
     return next((p for p in premises if not p.holds), None)
+
+
+# ----------------------------------------------------------------------------------------------
+# Criteria: a composite claim decided by stated conditions on several intervals and flags
+# ----------------------------------------------------------------------------------------------
+
+def _triple(v: object) -> tuple[float, float, float]:
+    """``(estimate, low, high)`` of an interval-like value (``Interval``, ``PairedDiff``, a 3-sequence)."""
+    if hasattr(v, "low") and hasattr(v, "high"):
+        return float(getattr(v, "estimate", getattr(v, "mean_diff", math.nan))), float(v.low), float(v.high)
+    e, lo, hi = v  # type: ignore[misc]
+    return float(e), float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Above:
+    """The ``level`` % interval of the quantity ``name`` lies above ``threshold`` (its low end > threshold)."""
+
+    name: str
+    threshold: float = 0.0
+    level: int = 95
+
+    @property
+    def text(self) -> str:
+        return f"the {self.level} % interval of {self.name} lies above {self.threshold:g}"
+
+    def holds(self, values: dict) -> bool:
+        return _triple(values[self.name])[1] > self.threshold
+
+    def show(self, values: dict) -> str:
+        return f"{self.name} {fmt_interval(*_triple(values[self.name]))}"
+
+
+@dataclass(frozen=True)
+class Below(Above):
+    """The ``level`` % interval of ``name`` lies below ``threshold`` (its high end < threshold)."""
+
+    @property
+    def text(self) -> str:
+        return f"the {self.level} % interval of {self.name} lies below {self.threshold:g}"
+
+    def holds(self, values: dict) -> bool:
+        return _triple(values[self.name])[2] < self.threshold
+
+
+@dataclass(frozen=True)
+class Inside(Above):
+    """The ``level`` % interval of ``name`` lies strictly inside ``(-threshold, +threshold)``."""
+
+    @property
+    def text(self) -> str:
+        return f"the {self.level} % interval of {self.name} lies inside +-{self.threshold:g}"
+
+    def holds(self, values: dict) -> bool:
+        _, lo, hi = _triple(values[self.name])
+        return -self.threshold < lo and hi < self.threshold
+
+
+@dataclass(frozen=True)
+class Beyond(Above):
+    """The ``level`` % interval of ``name`` lies entirely beyond ``+-threshold`` (low > t or high < -t)."""
+
+    @property
+    def text(self) -> str:
+        return f"the {self.level} % interval of {self.name} lies entirely beyond +-{self.threshold:g}"
+
+    def holds(self, values: dict) -> bool:
+        _, lo, hi = _triple(values[self.name])
+        return lo > self.threshold or hi < -self.threshold
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A yes/no result computed elsewhere (a test's decision, a count): ``values[name]`` is a bool; ``text``
+    says what it means."""
+
+    name: str
+    text: str
+
+    def holds(self, values: dict) -> bool:
+        return bool(values[self.name])
+
+    def show(self, values: dict) -> str:
+        return f"{self.name}: {values[self.name]}"
+
+
+@dataclass(frozen=True)
+class AllOf:
+    """Every condition holds."""
+
+    conditions: tuple
+
+    @property
+    def text(self) -> str:
+        return "(" + " and ".join(c.text for c in self.conditions) + ")"
+
+    def holds(self, values: dict) -> bool:
+        return all(c.holds(values) for c in self.conditions)
+
+    def show(self, values: dict) -> str:
+        return "; ".join(c.show(values) for c in self.conditions)
+
+
+@dataclass(frozen=True)
+class AnyOf(AllOf):
+    """At least one condition holds."""
+
+    @property
+    def text(self) -> str:
+        return "(" + " or ".join(c.text for c in self.conditions) + ")"
+
+    def holds(self, values: dict) -> bool:
+        return any(c.holds(values) for c in self.conditions)
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """A composite claim: reproduced when every condition of ``reproduced`` holds; else not reproduced when
+    any condition of ``not_reproduced`` holds; else inconclusive.
+
+    Conditions (:class:`Above`, :class:`Below`, :class:`Inside`, :class:`Beyond` on named intervals,
+    :class:`Flag` on named yes/no results, nested with :class:`AllOf` / :class:`AnyOf`) are declared with the
+    rule, so its text lists them; ``decide(values)`` takes ``{name: interval or bool}``. Use it for a claim
+    that needs several intervals at once (a gap that must be positive *and* larger than others), where no
+    single-interval rule fits.
+    """
+
+    reproduced: tuple
+    not_reproduced: tuple
+
+    @property
+    def text(self) -> str:
+        yes = " and ".join(c.text for c in self.reproduced)
+        no = " or ".join(c.text for c in self.not_reproduced)
+        return f"reproduced when {yes}; else not reproduced when {no}; else inconclusive"
+
+    def decide(self, values: dict) -> Decision:
+        if all(c.holds(values) for c in self.reproduced):
+            return Decision(REPRODUCED, "", self.text)
+        hit = next((c for c in self.not_reproduced if c.holds(values)), None)
+        if hit is not None:
+            return Decision(NOT_REPRODUCED, f"{hit.text} ({hit.show(values)})", self.text)
+        miss = next(c for c in self.reproduced if not c.holds(values))
+        return Decision(INCONCLUSIVE, f"not shown: {miss.text} ({miss.show(values)}); nor does a condition for "
+                                      "'not reproduced' hold", self.text)
+
+
+# ----------------------------------------------------------------------------------------------
+# Robustness: an unreported choice does not matter, judged over several alternatives at once
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Robustness:
+    """An unreported choice does not matter: every alternative is compared with the main configuration on
+    the same data. Not reproduced when any alternative differs from it significantly (the 95 % interval of
+    the paired difference excludes 0 and the paired test's p < ``alpha``); reproduced when every
+    alternative is equivalent to it within ``margin`` (TOST at ``alpha``, run by the caller and passed as
+    ``equivalent``); otherwise inconclusive.
+
+    ``decide`` takes one mapping per alternative with ``name``, ``estimate``, ``low``, ``high`` (the
+    difference alternative - main, in ``unit``), ``p`` (the paired test), ``equivalent`` (bool) and
+    optionally ``tost_p``."""
+
+    margin: float
+    unit: str = "points"
+    alpha: float = 0.05
+    test_name: str = "McNemar"
+
+    @property
+    def text(self) -> str:
+        return (f"robustness: every alternative vs the main configuration on the same data; not reproduced when any "
+                f"has a 95 % interval of the difference excluding 0 and {self.test_name} p < {self.alpha:g}; "
+                f"reproduced when all are equivalent within +-{self.margin:g} {self.unit} (paired TOST, alpha "
+                f"{self.alpha:g}); else inconclusive")
+
+    def decide(self, alternatives: Sequence[dict]) -> Decision:
+        if not alternatives:
+            raise ValueError("alternatives: at least one is needed")
+        differs = [a for a in alternatives if a["p"] < self.alpha and (a["low"] > 0 or a["high"] < 0)]
+        if differs:
+            return Decision(NOT_REPRODUCED, "the unreported choice matters: " + "; ".join(
+                f"{a['name']} {a['estimate']:+.2f} {self.unit} ({self.test_name} p={a['p']:.2g})" for a in differs),
+                self.text)
+        if all(bool(a["equivalent"]) for a in alternatives):
+            return Decision(REPRODUCED, "", self.text)
+        open_ = [a for a in alternatives if not bool(a["equivalent"])]
+        return Decision(INCONCLUSIVE, f"no significant difference, but equivalence within {self.margin:g} {self.unit} "
+                                      "is not shown for: " + "; ".join(
+                                          f"{a['name']} {fmt_interval(a['estimate'], a['low'], a['high'])}"
+                                          + (f" (TOST p={a['tost_p']:.2g})" if a.get("tost_p") is not None else "")
+                                          for a in open_), self.text)

@@ -1,0 +1,992 @@
+"""Audit of Igaue & Aizawa, arXiv 2507.19175 (notebook ``03_variance_medad``): variance and MedAD of the
+[CLS] attention across heads as a patch-pruning score, with Eq. 8 softmax fusion and an overlapping patch
+embedding.
+
+The experiments behind the notebook's tables, each a function with explicit arguments, and the claims
+with their rules (:mod:`tokenprune.study.verdicts`). The notebook calls them in order; the order of every
+random operation (seeds, subsets, training runs) is the notebook's.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+from types import SimpleNamespace
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+import tokenprune.methods.varmedad  # noqa: F401  (registers the Eq. 6/7 variants and attention_cv2)
+from tokenprune.core import split_forward as split
+from tokenprune.core.precision import set_eager_attention
+from tokenprune.core.scorers import TokenContext, get_scorer
+from tokenprune.data import datasets as data
+from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import macs as flops
+from tokenprune.measure import mac_matching as matching
+from tokenprune.measure import rank_statistics as rankstats
+from tokenprune.measure import throughput as bench
+from tokenprune.measure.evaluation import PruneConfig, paired_comparison, patch_status, predict, prune_sweep
+from tokenprune.methods.overlap import conv_grid, overlap_info, overlap_patch_embed
+from tokenprune.methods.varmedad import fusion_weight_spread
+from tokenprune.study import verdicts
+from tokenprune.study.figures import overlay_status
+from tokenprune.study.paper_numbers import VARMEDAD as VM
+from tokenprune.study.paper_numbers import VARMEDAD_SOURCE as SRC
+from tokenprune.training import base_models as models
+from tokenprune.training import loop as train
+from tokenprune.training.finetune import finetune, finetune_recipe
+from tokenprune.utils.environment import hardware
+
+__all__ = ["PARAMETERS", "PROFILES", "R_MAIN", "LOCS", "start", "paper_table", "photo_batch", "load_subjects",
+           "eq6_checks", "medad_readings", "ranking_agreement", "claim_rerank", "scatter_figure", "fs",
+           "sweep_configs", "falsification", "matched_offtheshelf", "photo_faithfulness", "kept_patches_figure",
+           "temperature_spread", "temperature_figure", "sensitivity", "deit_s_macs", "overlap_throughput",
+           "overlap_small", "finetune_all", "seed_summary_table", "margin_claims", "top1_claims", "ledger_table"]
+
+#: every setting of the notebook, with its meaning
+PARAMETERS = {
+    "base_model": "trained base model of the accuracy tests and of fine-tuning (a tokenprune.training.base_models name)",
+    "s14_model": "trained ViT-S/14 with a linear head for the ranking statistics ('': none)",
+    "n_eval": "test images for accuracy",
+    "n_rank": "test images for the ranking statistics",
+    "photo_size": "side in px of the real photos fed to the pretrained ViT-S/14",
+    "photo_variants": "crops/flips per real photo (1-4)",
+    "n_figure_photos": "photos in the kept-patch figure",
+    "finetune_steps": "optimiser steps per fine-tuning run (0 skips fine-tuning)",
+    "finetune_batch": "images per fine-tuning step",
+    "finetune_lr": "AdamW learning rate of fine-tuning (cosine decay to a tenth of it, no warm-up)",
+    "seeds": "fine-tuning seeds",
+    "temperature": "Eq. 8 temperature of the main configuration (the paper gives none; > 0)",
+    "bench_batch": "images per timed batch, DeiT-S at 224 px",
+    "bench_rounds": "interleaved timing rounds",
+    "bench_warmup": "untimed warm-up rounds",
+    "measure_macs": "also count MACs with FlopCounterMode (the overlap models; every model at paper)",
+    "dtype": "fp32 | bf16 autocast for accuracy runs",
+    "eval_batch": "images per evaluation batch",
+    "threads": "torch threads for the experiments (0: torch default; timing uses the default)",
+    "falsify_keep_rates": "keep rates of the high/low-variance/random test",
+    "finetune_configs": "configurations fine-tuned per seed",
+    "data_root": "paper: ImageNet-100 folder (train/ and val/ class folders)",
+    "deit_weights": "paper: local DeiT-S checkpoint (deit_small_patch16_224-cd65a155.pth)",
+    "seed": "seed of every random operation (subsets, bootstrap, random scorer)",
+}
+
+PROFILES = {
+    "smoke": {"base_model": "small_vit_fmnist_smoke", "s14_model": "vit_s14_fmnist_linear_smoke", "n_eval": 96,
+              "n_rank": 48, "photo_size": 112, "photo_variants": 1, "n_figure_photos": 2, "finetune_steps": 2,
+              "finetune_batch": 16, "finetune_lr": 5e-5, "seeds": [0], "temperature": 0.5, "bench_batch": 1,
+              "bench_rounds": 1, "bench_warmup": 0, "measure_macs": False, "dtype": "fp32", "eval_batch": 96,
+              "threads": 1, "falsify_keep_rates": [0.6], "finetune_configs": ["variance", "evit"],
+              "data_root": None, "deit_weights": None, "seed": 0},
+    "default": {"base_model": "small_vit_fmnist", "s14_model": "vit_s14_fmnist_linear", "n_eval": 1000,
+                "n_rank": 256, "photo_size": 224, "photo_variants": 3, "n_figure_photos": 3, "finetune_steps": 8,
+                "finetune_batch": 32, "finetune_lr": 5e-5, "seeds": [0, 1, 2], "temperature": 0.5, "bench_batch": 4,
+                "bench_rounds": 4, "bench_warmup": 1, "measure_macs": True, "dtype": "bf16", "eval_batch": 250,
+                "threads": 1, "falsify_keep_rates": [0.6, 0.4],
+                "finetune_configs": ["variance", "evit", "tome", "unpruned", "overlap_variance"],
+                "data_root": None, "deit_weights": None, "seed": 0},
+    "paper": {"base_model": "deit_s_imagenet100", "s14_model": "", "n_eval": 5000, "n_rank": 512,
+              "photo_size": 224, "photo_variants": 4, "n_figure_photos": 3, "finetune_steps": 15000,
+              "finetune_batch": 256, "finetune_lr": 5e-5, "seeds": [0, 1, 2], "temperature": 0.5, "bench_batch": 64,
+              "bench_rounds": 10, "bench_warmup": 3, "measure_macs": True, "dtype": "bf16", "eval_batch": 256,
+              "threads": 0, "falsify_keep_rates": [0.6, 0.4],
+              "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance"],
+              "data_root": None, "deit_weights": None, "seed": 0},
+    "choices": {"dtype": ["fp32", "bf16"],
+                "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance"]},
+}
+
+R_MAIN = VM["matched"]["keep_rate"]          # 0.6: the paper's matched-compute point
+LOCS = tuple(VM["locations"])                # blocks 4, 7, 10
+MEDAD_READINGS = ["attention_medad", "attention_medad_midpoint", "attention_medad_global", "attention_medad_pooled"]
+PAIRS = [("attention_variance", "cls_attention"), ("attention_medad", "cls_attention"),
+         ("attention_variance", "attention_medad"), ("attention_cv2", "cls_attention")]
+JAC_RATES = [0.9, 0.7, 0.6, 0.5, 0.3]
+EQUIV_MARGIN = 0.01   # +-1 top-1 point: twice the largest margin the paper reports between methods
+MIN_FT_EPOCHS = 1.0   # a fine-tuned margin is judged only when each run saw at least one epoch of the training split
+MIN_SEEDS = 3
+OVERLAP_TOKENS = 18 * 18   # floor((224 - 16) / 12) + 1 = 18 per side: our derivation (the paper prints no count)
+
+# ---------------------------------------------------------------------------------------------- rules
+TABLE1_RULE = verdicts.Condition("consistent when printed drop = printed accuracy - baseline within 0.01")
+EQ6_RULE = verdicts.Condition(
+    "reproduced when sympy simplifies Eq. 6 to 0 for H = 1..16, the exact scorer is 0 on every row, the float "
+    "residue is <= 1e-6 x the largest attention weight and traced pruning of every test image keeps patches "
+    "0..ceil(rN)-1 at every location; else not reproduced")
+SPEARMAN, JACCARD = "Spearman rho (variance vs mean), block 4", "Jaccard of the kept sets at r = 0.6, block 4"
+RERANK_RULE = verdicts.Criteria(
+    reproduced=(verdicts.Below(SPEARMAN, 0.7),),
+    not_reproduced=(verdicts.AllOf((verdicts.Above(SPEARMAN, 0.9), verdicts.Above(JACCARD, 0.75))),))
+ROBUST_RULE = verdicts.Robustness(EQUIV_MARGIN * 100, unit="top-1 points")
+SPEED_RULE = verdicts.Criteria(reproduced=(verdicts.Above("speedup vs unpruned", 0.9),),
+                               not_reproduced=(verdicts.Below("speedup vs unpruned", 0.9),))
+TOKENS_RULE = verdicts.Condition(f"reproduced when the forward pass, num_patches and the conv grid formula all give "
+                                 f"{OVERLAP_TOKENS} patch tokens")
+MACS_RULE = verdicts.Rounded(VM["matched"]["gflops"], digits=2)
+SAVING_RULE = verdicts.Condition(f"analytic MACs, DeiT-S 224 px: reproduced when 1 - MACs(overlap, r=0.6) / "
+                                 f"MACs(unpruned) is within 0.5 points of the paper's {VM['overlap']['flops_reduction']:.0%}")
+MARGIN_RULE = verdicts.Direction(">", unit="top-1 points")
+
+
+def beats_rule(labels: Sequence[str]) -> verdicts.Criteria:
+    """'A beats B' on every part (paired on the same test images): a part is won when the paired-bootstrap 95 %
+    interval of the top-1 difference lies above 0 and McNemar p < 0.05, lost when below 0 with p < 0.05.
+    Reproduced when every part is won; else not reproduced when any is lost; else inconclusive."""
+    def part(label: str, side) -> verdicts.AllOf:
+        return verdicts.AllOf((side(f"{label} (top-1 points)", 0.0),
+                               verdicts.Flag(f"McNemar p < 0.05, {label}", f"McNemar p < 0.05 for {label}")))
+    return verdicts.Criteria(reproduced=tuple(part(lb, verdicts.Above) for lb in labels),
+                             not_reproduced=tuple(part(lb, verdicts.Below) for lb in labels))
+
+
+def beats_values(label: str, c: dict) -> dict:
+    """The values :func:`beats_rule` reads for one part, from a :func:`paired_comparison` row."""
+    return {f"{label} (top-1 points)": (c["top1_diff"] * 100, c["top1_diff_low"] * 100, c["top1_diff_high"] * 100),
+            f"McNemar p < 0.05, {label}": bool(c["mcnemar_p"] < 0.05)}
+
+
+def _part_summary(label: str, c: dict) -> str:
+    return (f"{label}: {c['top1_diff'] * 100:+.2f} [{c['top1_diff_low'] * 100:+.2f}, {c['top1_diff_high'] * 100:+.2f}] "
+            f"points (McNemar p={c['mcnemar_p']:.2g})")
+
+
+# ---------------------------------------------------------------------------------------------- setup
+def start(cfg: SimpleNamespace) -> int:
+    """Check the temperature, seed torch and numpy with ``cfg.seed`` and set ``cfg.threads`` torch threads
+    (on a shared 2-core CPU, two OpenMP threads on small matrices spin against other processes: a sweep of
+    the small ViT ran 17x slower with 2 threads than with 1 under load). Returns torch's default thread
+    count, which the throughput benchmark uses."""
+    if not cfg.temperature > 0:
+        raise ValueError(f"temperature: must be > 0, got {cfg.temperature!r}")
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    default_threads = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    return default_threads
+
+
+def paper_table() -> pd.DataFrame:
+    """The paper's numbers as the review reports them, with their sources."""
+    m, o, t1 = VM["matched"], VM["overlap"], VM["table1_typo"]
+    rows = [{"what": f"top-1, {k}, about {m['gflops']} GFLOPs (r = {R_MAIN})", "paper": v, "source": m["source"]}
+            for k, v in m["top1"].items()]
+    rows += [
+        {"what": f"top-1, overlap (stride {o['stride']}), variance, r = {o['keep_rate']}", "paper": o["top1"],
+         "source": o["source"]},
+        {"what": "top-1, unpruned DeiT-S", "paper": o["baseline_top1"], "source": o["source"]},
+        {"what": f"overlap r = {o['keep_rate']} margin over unpruned (points)", "paper": o["margin"], "source": o["source"]},
+        {"what": f"overlap r = {o['keep_rate']}: FLOPs saved vs unpruned", "paper": o["flops_reduction"],
+         "source": o["source"]},
+        {"what": f"Table 1: MedAD w/o fusion r = {t1['keep_rate']}, top-1", "paper": t1["top1"], "source": t1["source"]},
+        {"what": f"Table 1: MedAD w/o fusion r = {t1['keep_rate']}, printed drop", "paper": t1["printed_drop"],
+         "source": t1["source"]},
+    ]
+    return pd.DataFrame(rows)
+
+
+def photo_batch(size: int, variants: int) -> tuple[torch.Tensor, np.ndarray, list[str]]:
+    """Real photos as ViT-S/14 input: per photo a centre square crop, then (variants > 1) a zoomed centre crop,
+    a left/top square crop and a horizontal flip, each resized to ``size`` (antialiased), normalised."""
+    from tokenprune.data.pretrained import VIT_S14_MEAN, VIT_S14_STD
+    xs, raw, names = [], [], []
+    for name, img in data.sample_photos().items():
+        t = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float() / 255.0
+        h, w = t.shape[1:]
+        s = min(h, w)
+        top, left = (h - s) // 2, (w - s) // 2
+        crops = [t[:, top:top + s, left:left + s]]
+        if variants > 1:
+            z = int(s * 0.75)
+            crops.append(t[:, (h - z) // 2:(h - z) // 2 + z, (w - z) // 2:(w - z) // 2 + z])
+        if variants > 2:
+            crops.append(t[:, :s, :s])
+        if variants > 3:
+            crops.append(crops[0].flip(-1))
+        for j, c in enumerate(crops[:variants]):
+            r = F.interpolate(c[None], size=(size, size), mode="bilinear", antialias=True, align_corners=False)[0]
+            raw.append((r.permute(1, 2, 0).clamp(0, 1).numpy() * 255).astype(np.uint8))
+            xs.append((r - torch.tensor(VIT_S14_MEAN)[:, None, None]) / torch.tensor(VIT_S14_STD)[:, None, None])
+            names.append(f"{name}#{j}")
+    return torch.stack(xs), np.stack(raw), names
+
+
+def ft_recipe(recipe: train.TrainRecipe, n_rows: int, name: str, seed: int, cfg: SimpleNamespace,
+              config: Optional[PruneConfig] = None) -> train.TrainRecipe:
+    """The one fine-tuning recipe: ``finetune_steps`` steps of ``finetune_batch`` images drawn with ``seed`` (a
+    subset when that is less than the split, else whole epochs), AdamW at ``finetune_lr`` with a cosine decay to
+    a tenth of it, no warm-up, the target keep rate from the first step (EViT's fine-tuning: shrink_epochs 0)."""
+    want = cfg.finetune_steps * cfg.finetune_batch
+    subset, epochs = (want, 1.0) if want <= n_rows else (None, want / n_rows)
+    return finetune_recipe(recipe, config, name=name, seed=seed, epochs=epochs, batch_size=cfg.finetune_batch,
+                           lr=cfg.finetune_lr, min_lr=cfg.finetune_lr / 10, warmup_epochs=0.0, keep_length=0.0,
+                           keep_start=0.0, train_subset=subset, val_subset=None, test_subset=None)
+
+
+def load_paper_subject(cfg: SimpleNamespace, device: str):
+    """DeiT-S and ImageNet-100 from local paths (profile paper); fails with a message naming what is missing.
+    Returns the ImageNet-1k DeiT-S with a fresh 100-class head (every fine-tuning run starts from it, as in the
+    paper), the unpruned model fine-tuned from it with the one recipe (the base of the off-the-shelf tests), the
+    recipe, the dataset and the evaluation images (resize 256, centre crop 224)."""
+    if not cfg.deit_weights or not os.path.isfile(str(cfg.deit_weights)):
+        raise FileNotFoundError(f"deit_weights: profile 'paper' needs a local DeiT-S checkpoint file "
+                                f"(deit_small_patch16_224-cd65a155.pth from facebookresearch/deit); got {cfg.deit_weights!r}")
+    ds = data.load_dataset("imagenet100", root=cfg.data_root)  # raises DatasetNotFoundError naming the expected folders
+    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+    recipe = train.TrainRecipe(
+        name="deit_s_imagenet100", arch={"builder": "timm_pretrained", "model": "deit_small_patch16_224",
+                                         "num_classes": 1000}, dataset="imagenet100", img_size=224,
+        preprocess={"channels": 3, "mean": list(IMAGENET_DEFAULT_MEAN), "std": list(IMAGENET_DEFAULT_STD),
+                    "resize": "bilinear", "crop_ratio": 0.875},
+        augment={"random_resized_crop": True, "hflip": True}, batch_size=cfg.finetune_batch, lr=cfg.finetune_lr,
+        weight_decay=0.05, label_smoothing=0.1, dtype="bf16")
+    init = models.build_model(recipe, init=cfg.deit_weights)
+    init.reset_classifier(ds["train"].features["label"].num_classes)
+    pre = train.Preprocess.from_recipe(recipe)
+    init.tp_preprocess = pre
+    base = copy.deepcopy(init)
+    finetune(base, ft_recipe(recipe, len(ds["train"]), "deit_s_imagenet100_unpruned", cfg.seed, cfg), ds["train"],
+             None, device=device, progress=True)
+    base = base.cpu().eval()
+    set_eager_attention(base, False)
+    from PIL import Image
+    idx = np.random.default_rng(cfg.seed).choice(len(ds["test"]), size=min(cfg.n_eval, len(ds["test"])), replace=False)
+    xs, ys = [], []
+    for i in sorted(idx.tolist()):
+        row = ds["test"][int(i)]
+        img = Image.open(row["path"]).convert("RGB") if "path" in row else Image.fromarray(np.asarray(row["image"]))
+        sc = 256 / min(img.size)
+        img = img.resize((max(224, round(img.width * sc)), max(224, round(img.height * sc))), Image.BILINEAR)
+        left, top = (img.width - 224) // 2, (img.height - 224) // 2
+        xs.append(torch.from_numpy(np.asarray(img.crop((left, top, left + 224, top + 224)))).permute(2, 0, 1))
+        ys.append(int(row["label"]))
+    return init, base, recipe, ds, pre(torch.stack(xs)), torch.tensor(ys)
+
+
+def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
+    """Every model and image set of the notebook, with the [CLS] attention rows cached where the pruning
+    blocks read them: the trained base model and its test images (``base``, ``x_eval``, ``y_eval``, ``ft_start``
+    the start of every fine-tuning run), the real pretrained ViT-S/14 on real photos (``vit14``, ``x_photo``,
+    ``raw_photo``, ``photo_names``, ``cache_photo``), and ``rank_sources`` (label -> cache) with their claim ids
+    ``rank_ids``; ``s14_missing`` says why the optional ViT-S/14 model is absent."""
+    s = SimpleNamespace()
+    if cfg.profile == "paper":
+        s.ft_start, s.base, s.base_recipe, s.base_ds, s.x_eval, s.y_eval = load_paper_subject(cfg, device)
+    else:
+        s.base, base_info = models.load_base_model(cfg.base_model, train_if_missing=cfg.profile == "smoke",
+                                                   progress=False)
+        s.base_recipe = train.TrainRecipe.from_dict(base_info["recipe"])
+        s.base_ds = models.load_recipe_data(s.base_recipe)
+        x_u8, s.y_eval = train.as_tensors(s.base_ds["test"], cfg.n_eval, cfg.seed)
+        s.x_eval = s.base.tp_preprocess(x_u8)
+        s.ft_start = s.base     # fine-tuning runs start from the trained base model
+    s.base = s.base.eval()
+    s.heads = s.base.blocks[0].attn.num_heads
+    # real photos through the real pretrained ViT-S/14 (no head: features are the pooled [CLS])
+    from tokenprune.data.pretrained import load_vit_s14
+    s.vit14 = load_vit_s14(img_size=cfg.photo_size, num_classes=0).eval()
+    s.x_photo, s.raw_photo, s.photo_names = photo_batch(cfg.photo_size, cfg.photo_variants)
+    s.cache_photo = split.cache_tokens(s.vit14, s.x_photo, LOCS, batch=16, dtype="fp32")
+    # trained models: attention rows on n_rank test images
+    s.x_rank = s.x_eval[:cfg.n_rank]
+    cache_base = split.cache_tokens(s.base, s.x_rank, LOCS, batch=cfg.eval_batch, dtype="fp32", device=device)
+    s.rank_sources = {f"ViT-S/14 pretrained, real photos, {cfg.photo_size} px": s.cache_photo,
+                      f"{cfg.base_model} (trained)": cache_base}
+    s.rank_ids = ["vit_s14_photos", "trained_base"]       # claim ids stay the same across profiles
+    s.s14_missing = None
+    if cfg.s14_model:
+        try:
+            s14, s14_info = models.load_base_model(cfg.s14_model, train_if_missing=cfg.profile == "smoke",
+                                                   progress=False)
+        except models.CheckpointMissingError as err:   # a secondary source: its claim says what is missing
+            s.s14_missing = str(err)
+            print(f"skipping {cfg.s14_model}: {err}")
+    if cfg.s14_model and s.s14_missing is None:
+        s14_recipe = train.TrainRecipe.from_dict(s14_info["recipe"])
+        xs14, _ = train.as_tensors(models.load_recipe_data(s14_recipe)["test"], cfg.n_rank, cfg.seed)
+        s.rank_sources[f"{cfg.s14_model} ({s14_recipe.img_size} px)"] = split.cache_tokens(
+            s14.eval(), s14.tp_preprocess(xs14), LOCS, batch=64, dtype="fp32")
+        s.rank_ids.append("trained_vit_s14_linear")
+    s.sources_table = pd.DataFrame([{"source": k, "images": len(c), "heads": c.cls_attn[LOCS[0]].shape[1],
+                                     "patches": c.cls_attn[LOCS[0]].shape[2] - c.num_prefix_tokens}
+                                    for k, c in s.rank_sources.items()])
+    return s
+
+
+# ---------------------------------------------------------------------------------------------- Eq. 6 and 7
+def eq6_checks(rank_sources: dict, base: torch.nn.Module, x_rank: torch.Tensor, temperature: float):
+    """Eq. 6 as printed, three ways: symbolic zero for H = 1..16 (sympy), the exact and the float scorer on
+    every attention row (table), and what traced pruning of ``base`` by it keeps at every location (each
+    location should keep the first ceil(r N) tokens in raster order). Returns (table, sym_zero, kept_ok)."""
+    import sympy
+
+    sym_zero = {}
+    for H in range(1, 17):
+        a = sympy.symbols(f"a1:{H + 1}")
+        abar = sum(a) / H
+        sym_zero[H] = sympy.simplify(sum(ai - abar for ai in a) / H) == 0
+    rows = []
+    for src, cache in rank_sources.items():
+        for loc in LOCS:
+            ctx = TokenContext(x=cache.tokens[loc], num_prefix_tokens=cache.num_prefix_tokens, block_index=loc - 1,
+                               cls_attn=cache.cls_attn[loc])
+            exact = get_scorer("attention_variance_eq6")(ctx)
+            lit = get_scorer("attention_variance_eq6_float")(ctx)
+            var = get_scorer("attention_variance")(ctx)
+            amax = ctx.cls_attn[:, :, ctx.num_prefix_tokens:].max().item()
+            raster = torch.arange(lit.shape[1]).expand_as(lit)
+            rows.append({"source": src, "block": loc, "images": len(lit), "exact_nonzero": int((exact != 0).sum()),
+                         "float_max_abs": lit.abs().max().item(), "float_share_nonzero": (lit != 0).float().mean().item(),
+                         "max_attention": amax, "variance_median": var.median().item(),
+                         "float_jaccard_vs_raster_r0.6": float(rankstats.topk_jaccard(lit, -raster.float(), R_MAIN).mean()),
+                         "chance_jaccard_r0.6": rankstats.chance_jaccard(lit.shape[1], R_MAIN)})
+    table = pd.DataFrame(rows)
+    # what pruning keeps with the printed Eq. 6: the trained model, traced, every location
+    eq6_cfg = PruneConfig("attention_variance_eq6", "fuse_softmax", R_MAIN, reducer_options=(("temperature", temperature),))
+    gh, gw = base.patch_embed.grid_size
+    maps = patch_status(base, x_rank, eq6_cfg)
+    kept_ok, n_tokens = [], gh * gw
+    for status in maps:
+        k = math.ceil(R_MAIN * n_tokens)        # all scores tie: the first k tokens in order are kept
+        want = torch.zeros(gh * gw, dtype=torch.bool)
+        want[:k] = True                         # the fused token sits last, so it is never among the first k
+        kept_ok.append(bool((status.reshape(len(status), -1) == evaluation.KEPT).eq(want).all()))
+        n_tokens = k + 1                        # kept patches + the new fused token
+    evaluation.UNPRUNED.apply(base)
+    return table, sym_zero, kept_ok
+
+
+def eq6_holds(table: pd.DataFrame, sym_zero: dict, kept_ok: list) -> bool:
+    """Every check of :data:`EQ6_RULE` holds."""
+    return bool(all(sym_zero.values()) and table.exact_nonzero.sum() == 0 and
+                (table.float_max_abs <= 1e-6 * table.max_attention).all() and all(kept_ok))
+
+
+def medad_readings(rank_sources: dict, seed: int) -> pd.DataFrame:
+    """Rank agreement of each reading of Eq. 7 with the primary one (per block and source)."""
+    rows = []
+    for src, cache in rank_sources.items():
+        for loc in LOCS:
+            sc = rankstats.score_rows(cache.cls_attn[loc], MEDAD_READINGS, cache.num_prefix_tokens)
+            for alt in MEDAD_READINGS[1:]:
+                rho, tau = rankstats.rank_correlations(sc["attention_medad"], sc[alt])
+                jac = rankstats.topk_jaccard(sc["attention_medad"], sc[alt], R_MAIN)
+                rows.append({"source": src, "block": loc, "reading": alt,
+                             "spearman": metrics.bootstrap_ci_or_nan(rho, seed=seed).estimate,
+                             "kendall": metrics.bootstrap_ci_or_nan(tau, seed=seed).estimate, "jaccard_r0.6": jac.mean(),
+                             "chance_jaccard": rankstats.chance_jaccard(sc[alt].shape[1], R_MAIN)})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------- re-ranking
+def ranking_agreement(rank_sources: dict, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Per source and block: Spearman, Kendall and kept-set Jaccard of each pair in :data:`PAIRS` (bootstrap
+    over images), the log-log fit of variance on mean, and a sample of (mean, variance) points for the
+    scatter figure. Returns (agreement, loglog, scatter)."""
+    rows, fits, scatter = [], [], []
+    for src, cache in rank_sources.items():
+        for loc in LOCS:
+            sc = rankstats.score_rows(cache.cls_attn[loc], {a for p in PAIRS for a in p}, cache.num_prefix_tokens)
+            for a, b in PAIRS:
+                rho, tau = rankstats.rank_correlations(sc[a], sc[b])
+                row = {"source": src, "block": loc, "pair": f"{a} vs {b}", "images": len(rho)}
+                for name, v in (("spearman", rho), ("kendall", tau)):
+                    ci = metrics.bootstrap_ci_or_nan(v, seed=seed)
+                    row.update({name: ci.estimate, f"{name}_low": ci.low, f"{name}_high": ci.high})
+                for r in JAC_RATES:
+                    ci = metrics.bootstrap_ci_or_nan(rankstats.topk_jaccard(sc[a], sc[b], r), seed=seed)
+                    row.update({f"jaccard_r{r}": ci.estimate, f"jaccard_r{r}_low": ci.low, f"jaccard_r{r}_high": ci.high,
+                                f"chance_r{r}": rankstats.chance_jaccard(sc[a].shape[1], r)})
+                rows.append(row)
+            fit = rankstats.loglog_fit(sc["cls_attention"], sc["attention_variance"])
+            r2 = metrics.bootstrap_ci_or_nan(fit["r2"], seed=seed)
+            fits.append({"source": src, "block": loc, "slope": np.nanmean(fit["slope"]),
+                         "slope_sd": np.nanstd(fit["slope"]), "r2": r2.estimate, "r2_low": r2.low, "r2_high": r2.high})
+            m, v = sc["cls_attention"].flatten().numpy(), sc["attention_variance"].flatten().numpy()
+            pick = np.random.default_rng(seed).choice(len(m), size=min(3000, len(m)), replace=False)
+            scatter.append(pd.DataFrame({"source": src, "block": f"block {loc}", "mean": m[pick], "variance": v[pick]}))
+    return pd.DataFrame(rows), pd.DataFrame(fits), pd.concat(scatter)
+
+
+def claim_rerank(rep, agree: pd.DataFrame, loglog: pd.DataFrame, subjects: SimpleNamespace, s14_model: str) -> None:
+    """Objection 2, one claim per source, decided at the first pruning location (block 4) by :data:`RERANK_RULE`."""
+    source = "arXiv 2507.19175 Sec. 3.2 (hypothesis: diverse patches are important); review"
+    unit = "Spearman rho (variance vs mean), block 4"
+    for src, short in zip(subjects.rank_sources, subjects.rank_ids):
+        sel = agree[(agree.source == src) & (agree.pair == "attention_variance vs cls_attention")]
+        if sel.empty:
+            continue
+        row = sel[sel.block == LOCS[0]].iloc[0]
+        fit = loglog[(loglog.source == src) & (loglog.block == LOCS[0])].iloc[0]
+        values = {SPEARMAN: (row.spearman, row.spearman_low, row.spearman_high),
+                  JACCARD: (row["jaccard_r0.6"], row["jaccard_r0.6_low"], row["jaccard_r0.6_high"])}
+        medad = agree[(agree.source == src) & (agree.pair == "attention_medad vs cls_attention")].spearman
+        detail = (f"block {LOCS[0]}: Spearman {verdicts.fmt_interval(row.spearman, row.spearman_low, row.spearman_high, signed=False)}, "
+                  f"Kendall {row.kendall:.2f}, Jaccard of kept sets at r=0.6 {row['jaccard_r0.6']:.2f} (chance "
+                  f"{row['chance_r0.6']:.2f}); log var = c + {fit.slope:.2f} log mean with R^2 {fit.r2:.2f} (variance "
+                  f"tracks mean^{fit.slope:.1f}); blocks {LOCS[1]}/{LOCS[2]}: Spearman "
+                  + "/".join(f"{x:.2f}" for x in sel.spearman.iloc[1:])
+                  + "; MedAD vs mean, blocks 4/7/10: Spearman " + "/".join(f"{x:.2f}" for x in medad))
+        rep.add_claim(id=f"varmedad.obj2.{short}", paper="varmedad",
+                      statement=f"Objection 2 ({src}): cross-head variance of [CLS] attention is a different criterion "
+                                f"from the head-mean attention (EViT), not a re-ranking of it",
+                      source=source, paper_value=None, our_value=round(row.spearman, 3),
+                      ci=[row.spearman_low, row.spearman_high], unit=unit, decision=RERANK_RULE.decide(values),
+                      why=detail)
+    if subjects.s14_missing:
+        rep.add_claim(id="varmedad.obj2.trained_vit_s14_linear", paper="varmedad",
+                      statement=f"Objection 2 ({s14_model}): cross-head variance of [CLS] attention is a different "
+                                f"criterion from the head-mean attention (EViT), not a re-ranking of it",
+                      source=source, unit=unit, decision=verdicts.not_testable(subjects.s14_missing))
+
+
+def scatter_figure(sc_df: pd.DataFrame, srcs: Sequence[str]):
+    """Variance across heads against the head-mean attention, one point per patch, per source (log-log)."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, len(srcs), figsize=(4.2 * len(srcs), 3.8), squeeze=False)
+    for ax, src in zip(axes[0], srcs):
+        d = sc_df[(sc_df.source == src) & (sc_df["mean"] > 0) & (sc_df["variance"] > 0)]
+        sns.scatterplot(data=d, x="mean", y="variance", hue="block", s=5, alpha=0.35, linewidth=0, ax=ax)
+        xs = np.geomspace(d["mean"].quantile(0.01), d["mean"].max(), 20)
+        c = np.median(d["variance"] / d["mean"] ** 2)
+        ax.plot(xs, c * xs ** 2, "k--", lw=1, label="variance = c · mean²")
+        ax.set(xscale="log", yscale="log", xlabel="head-mean [CLS] attention", ylabel="variance across heads", title=src)
+        ax.title.set_fontsize(8)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.legend(fontsize=7, markerscale=3)
+    fig.suptitle("Variance across heads vs mean attention, one point per patch", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- the sweep
+def fs(scorer: str, T: float, r: float = R_MAIN, locs: Sequence[int] = LOCS, name: Optional[str] = None,
+       reducer: str = "fuse_softmax") -> PruneConfig:
+    """A configuration with Eq. 8 fusion at temperature ``T`` (``reducer`` other than fuse_softmax: no options)."""
+    opts = (("temperature", T),) if reducer == "fuse_softmax" else ()
+    return PruneConfig(scorer, reducer, r, tuple(locs), opts, name=name)
+
+
+def evit_cfg(name: Optional[str] = "evit") -> PruneConfig:
+    """EViT at the paper's matched point: head-mean score, its own attention-weighted fusion."""
+    return PruneConfig("cls_attention", "fuse_attention", R_MAIN, LOCS, name=name)
+
+
+def sweep_configs(base: torch.nn.Module, T: float, falsify_keep_rates: Sequence[float]):
+    """The off-the-shelf sweep: the matched point r = 0.6 (variance, MedAD and its per-head reading, EViT, the
+    head mean with Eq. 8 fusion, ToMe MAC-matched to the variance model, low variance, random, cv2, Eq. 6 as
+    printed), the sensitivity alternatives (T, no fusion, blocks) and the falsification keep rates.
+    Returns (configs, variance_cfg, tome_match)."""
+    variance_cfg = fs("attention_variance", T, name="variance")
+    evaluation.UNPRUNED.apply(base)
+    target_macs = matching.config_macs(base, variance_cfg)[0]
+    tome_match = matching.config_at_macs(base, PruneConfig("cls_attention", "bipartite", 0.9, tuple(range(1, 13)),
+                                                            prop_attn=True, name="tome"), target_macs)
+    evaluation.UNPRUNED.apply(base)
+    configs = [
+        variance_cfg, fs("attention_medad", T, name="medad"), fs("attention_medad_global", T, name="medad_per_head_reading"),
+        evit_cfg(), fs("cls_attention", T, name="mean_eq8"), tome_match.config,
+        fs("inverse:attention_variance", T, name="low_variance"), fs("random", T, name="random"),
+        fs("attention_cv2", T, name="cv2"), fs("attention_variance_eq6", T, name="eq6_printed"),
+        fs("attention_variance", 1e-9, name="variance_T1e-9"), fs("attention_variance", 1e3, name="variance_T1e3"),
+        fs("attention_variance", T, reducer="drop", name="variance_no_fusion"),
+        fs("attention_variance", T, locs=(3, 6, 9), name="variance_blocks_3_6_9"),
+        fs("attention_variance", T, locs=(5, 8, 11), name="variance_blocks_5_8_11"),
+        fs("attention_variance", T, locs=(2, 6, 10), name="variance_blocks_2_6_10"),
+    ]
+    for r in falsify_keep_rates:
+        if r == R_MAIN:
+            continue
+        configs += [fs("attention_variance", T, r=r, name=f"variance@{r}"),
+                    fs("inverse:attention_variance", T, r=r, name=f"low_variance@{r}"),
+                    fs("random", T, r=r, name=f"random@{r}"), fs("cls_attention", T, r=r, name=f"mean_eq8@{r}"),
+                    fs("attention_cv2", T, r=r, name=f"cv2@{r}")]
+    return configs, variance_cfg, tome_match
+
+
+def run_sweep(base, x_eval, y_eval, configs, cfg) -> tuple[pd.DataFrame, dict]:
+    """Every configuration on the same test images (:func:`prune_sweep`), with the MAC ratio to the unpruned."""
+    sweep, preds = prune_sweep(base, x_eval, y_eval, configs, batch=cfg.eval_batch, dtype=cfg.dtype, seed=cfg.seed)
+    sweep["gmacs"] = sweep["gmacs"].astype(float)
+    sweep["mac_ratio"] = sweep.gmacs / sweep.gmacs.iloc[0]
+    return sweep, preds
+
+
+def falsification(rep, preds: dict, cfg: SimpleNamespace) -> pd.DataFrame:
+    """Objection 3 on the trained model: variance vs low variance, random and the head mean, and cv2 vs random
+    and the head mean, at every falsification keep rate (paired); files the two claims."""
+    def cmp(a, b):
+        return paired_comparison(preds[a], preds[b], seed=cfg.seed)
+
+    rows = []
+    for r in cfg.falsify_keep_rates:
+        sfx = "" if r == R_MAIN else f"@{r}"
+        for a, b in (("variance", "low_variance"), ("variance", "random"), ("variance", "mean_eq8"),
+                     ("cv2", "random"), ("cv2", "mean_eq8")):
+            rows.append({"keep_rate": r, "a": a + sfx, "b": b + sfx, **cmp(a + sfx, b + sfx)})
+    fals = pd.DataFrame(rows)
+
+    def part(a: str, b: str, r: float) -> tuple[str, dict]:
+        sel = fals[(fals.keep_rate == r) & fals.a.str.startswith(a) & fals.b.str.startswith(b)].iloc[0].to_dict()
+        return f"{a} vs {b} at r={r}", sel
+
+    parts = [part("variance", b, r) for r in cfg.falsify_keep_rates for b in ("low_variance", "random")]
+    values = {k: v for label, c in parts for k, v in beats_values(label, c).items()}
+    main = fals[(fals.keep_rate == R_MAIN) & (fals.b == "low_variance")].iloc[0]
+    rep.add_claim(id="varmedad.obj3.high_vs_low_variance", paper="varmedad",
+                  statement="Objection 3: keeping the highest-variance patches beats keeping the lowest-variance and "
+                            f"random patches at equal keep rate ({', '.join(map(str, cfg.falsify_keep_rates))}; trained "
+                            f"{cfg.base_model}, no fine-tuning)",
+                  source="review 'What would settle it'", paper_value=None, our_value=round(main.top1_diff * 100, 2),
+                  ci=[main.top1_diff_low * 100, main.top1_diff_high * 100], unit="top-1 points, high - low variance, r=0.6",
+                  decision=beats_rule([lb for lb, _ in parts]).decide(values),
+                  why="; ".join(_part_summary(lb, c) for lb, c in parts))
+    parts = [(f"cv2 vs random at r={r}", fals[(fals.a == "cv2" + ("" if r == R_MAIN else f"@{r}")) &
+                                              (fals.b == "random" + ("" if r == R_MAIN else f"@{r}"))].iloc[0].to_dict())
+             for r in cfg.falsify_keep_rates]
+    values = {k: v for label, c in parts for k, v in beats_values(label, c).items()}
+    row = fals[(fals.a == "cv2") & (fals.b == "random")].iloc[0]
+    rep.add_claim(id="varmedad.obj3.diversity_beyond_mean", paper="varmedad",
+                  statement="The paper's premise, tested without the mean: patches with a large scale-free spread across "
+                            "heads (variance / mean^2) are more important than random ones",
+                  source="arXiv 2507.19175 Sec. 3.2 hypothesis; objections 2-3", paper_value=None,
+                  our_value=round(row.top1_diff * 100, 2), ci=[row.top1_diff_low * 100, row.top1_diff_high * 100],
+                  unit="top-1 points, cv2 - random, r=0.6", decision=beats_rule([lb for lb, _ in parts]).decide(values),
+                  why="; ".join(_part_summary(lb, c) for lb, c in parts))
+    return fals
+
+
+def matched_offtheshelf(rep, preds: dict, sweep: pd.DataFrame, tome_match, cfg: SimpleNamespace) -> pd.DataFrame:
+    """Objection 7 without fine-tuning: variance and MedAD vs EViT and ToMe (MAC-matched) on the same images;
+    files the claim 'variance beats both'."""
+    def cmp(a, b):
+        return paired_comparison(preds[a], preds[b], seed=cfg.seed)
+
+    rows = [{"a": "variance", "b": b, **cmp("variance", b)} for b in ("evit", "tome", "medad")]
+    rows += [{"a": "medad", "b": b, **cmp("medad", b)} for b in ("evit", "tome")]
+    matched = pd.DataFrame(rows).merge(sweep[["config", "gmacs"]], left_on="b", right_on="config").drop(columns="config")
+    parts = [(f"variance vs {b}", matched[(matched.a == "variance") & (matched.b == b)].iloc[0].to_dict())
+             for b in ("evit", "tome")]
+    values = {k: v for label, c in parts for k, v in beats_values(label, c).items()}
+    r_t = matched[(matched.a == "variance") & (matched.b == "tome")].iloc[0]
+    top1 = VM["matched"]["top1"]
+    rep.add_claim(id="varmedad.obj7.offtheshelf_matched", paper="varmedad",
+                  statement=f"Objection 7 without fine-tuning: at matched MACs (ToMe {tome_match.rel_error:+.1%}), variance "
+                            f"pruning beats EViT and ToMe (trained {cfg.base_model}, r = {R_MAIN})",
+                  source=VM["matched"]["source"], paper_value=round(top1["attention_variance"] - top1["tome"], 2),
+                  our_value=round(r_t.top1_diff * 100, 2), ci=[r_t.top1_diff_low * 100, r_t.top1_diff_high * 100],
+                  unit="top-1 points, variance - ToMe", decision=beats_rule([lb for lb, _ in parts]).decide(values),
+                  why="; ".join(_part_summary(lb, c) for lb, c in parts))
+    return matched
+
+
+def photo_faithfulness(rep, subjects: SimpleNamespace, T: float, seed: int) -> pd.DataFrame:
+    """Objection 3 on real photos and the real pretrained ViT-S/14 (no labels): cosine of the final [CLS]
+    feature to the unpruned one per configuration, paired differences; files the claim."""
+    photo_cfgs = [fs("attention_variance", T, name="variance"), fs("attention_medad", T, name="medad"),
+                  fs("cls_attention", T, name="mean_eq8"), fs("inverse:attention_variance", T, name="low_variance"),
+                  fs("random", T, name="random"), fs("attention_cv2", T, name="cv2")]
+    vit14, x_photo = subjects.vit14, subjects.x_photo
+    zeros = torch.zeros(len(x_photo), dtype=torch.long)
+    full_feat = subjects.cache_photo.features
+    photo_cos = {}
+    for c in photo_cfgs:
+        c.apply(vit14, seed=seed)
+        f = predict(vit14, x_photo, zeros, batch=16, dtype="fp32").logits
+        photo_cos[c.label] = F.cosine_similarity(f, full_feat, dim=-1).numpy()
+    evaluation.UNPRUNED.apply(vit14)
+    rows = []
+    for name, v in photo_cos.items():
+        ci = metrics.bootstrap_ci(v, seed=seed)
+        rows.append({"config": name, "cosine_to_unpruned": ci.estimate, "low": ci.low, "high": ci.high})
+    for a, b in (("variance", "low_variance"), ("variance", "random"), ("cv2", "random"), ("variance", "mean_eq8")):
+        d = metrics.paired_bootstrap_diff(photo_cos[a], photo_cos[b], seed=seed)
+        rows.append({"config": f"{a} - {b}", "cosine_to_unpruned": d.estimate, "low": d.low, "high": d.high,
+                     "p": d.p_value})
+    d = metrics.paired_bootstrap_diff(photo_cos["variance"], photo_cos["low_variance"], seed=seed)
+    d2 = metrics.paired_bootstrap_diff(photo_cos["variance"], photo_cos["random"], seed=seed)
+    k1, k2 = "cosine, variance - low variance", "cosine, variance - random"
+    rule = verdicts.Criteria(reproduced=(verdicts.Above(k1), verdicts.Above(k2)),
+                             not_reproduced=(verdicts.Below(k1), verdicts.Below(k2)))
+    rep.add_claim(id="varmedad.obj3.photos_vit_s14", paper="varmedad",
+                  statement="Objection 3 on real photos: with the real pretrained ViT-S/14 (r = 0.6), high-variance pruning "
+                            "keeps the final [CLS] feature closer to the unpruned model's than low-variance or random pruning",
+                  source="review 'What would settle it'", paper_value=None, our_value=round(d.estimate, 4),
+                  ci=[d.low, d.high], unit="cosine, high - low variance",
+                  decision=rule.decide({k1: (d.estimate, d.low, d.high), k2: (d2.estimate, d2.low, d2.high)}),
+                  why=f"variance - low variance {verdicts.fmt_interval(d.estimate, d.low, d.high, nd=4)}, variance - "
+                      f"random {verdicts.fmt_interval(d2.estimate, d2.low, d2.high, nd=4)} on {len(x_photo)} photo crops "
+                      "(paired bootstrap over crops)")
+    return pd.DataFrame(rows)
+
+
+def kept_patches_figure(subjects: SimpleNamespace, T: float, n_photos: int, photo_size: int, seed: int):
+    """Which patches each scorer keeps after the last pruning block on real photos (pretrained ViT-S/14)."""
+    import matplotlib.pyplot as plt
+
+    fig_cfgs = [evit_cfg("EViT (mean)"), fs("attention_variance", T, name="variance"),
+                fs("attention_medad", T, name="MedAD"), fs("attention_variance_eq6", T, name="Eq. 6 as printed"),
+                fs("inverse:attention_variance", T, name="low variance"), fs("random", T, name="random")]
+    vit14, names, raw = subjects.vit14, subjects.photo_names, subjects.raw_photo
+    pick = [i for i, n in enumerate(names) if n.endswith("#0")][:n_photos]
+    imgs = subjects.x_photo[pick]
+    final_maps = [patch_status(vit14, imgs, c, seed=seed)[-1] for c in fig_cfgs]
+    evaluation.UNPRUNED.apply(vit14)
+    fig, axes = plt.subplots(len(pick), len(fig_cfgs) + 1, figsize=(1.7 * (len(fig_cfgs) + 1), 1.8 * len(pick)),
+                             squeeze=False)
+    for i, k in enumerate(pick):
+        axes[i, 0].imshow(raw[k])
+        axes[i, 0].set_ylabel(names[k].split("#")[0], fontsize=8)
+        for j, c in enumerate(fig_cfgs):
+            axes[i, j + 1].imshow(overlay_status(raw[k], final_maps[j][i].numpy()))
+    for j, t in enumerate(["input"] + [c.label for c in fig_cfgs]):
+        axes[0, j].set_title(t, fontsize=8)
+    for ax in axes.ravel():
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(f"Patches kept after block {LOCS[-1]} (r = {R_MAIN} at blocks {', '.join(map(str, LOCS))}), pretrained "
+                 f"ViT-S/14, {photo_size} px: as is = kept, orange = fused into the extra token, dark = dropped",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------- sensitivity
+def temperature_spread(rank_sources: dict) -> pd.DataFrame:
+    """Effective share of pruned tokens in the Eq. 8 fused token (exp entropy / n_pruned) against T, at block 4."""
+    rows = []
+    for src, cache in rank_sources.items():
+        sc = rankstats.score_rows(cache.cls_attn[LOCS[0]], ["attention_variance", "attention_medad"],
+                                  cache.num_prefix_tokens)
+        for name, s in sc.items():
+            for T in np.logspace(-9, 1, 41):
+                rows.append({"source": src, "scorer": name, "T": T,
+                             "effective_share": fusion_weight_spread(s, R_MAIN, float(T)).mean().item()})
+    return pd.DataFrame(rows)
+
+
+def temperature_figure(tw: pd.DataFrame, T_main: float):
+    """The effective share of :func:`temperature_spread` against T, the paper's range (0, 1) shaded."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    sns.lineplot(data=tw, x="T", y="effective_share", hue="source", style="scorer", ax=ax)
+    ax.axvspan(1e-2, 1, color="g", alpha=0.08, label="T = 0.01 ... 1 (the paper: T in (0, 1))")
+    ax.axvline(T_main, color="k", ls=":", lw=1)
+    ax.set(xscale="log", xlabel="temperature T (Eq. 8)", ylabel="effective share of pruned tokens\nin the fused token",
+           title=f"Eq. 8 fusion weights at block {LOCS[0]}, r = {R_MAIN}")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def robust_claim(rep, preds: dict, cid: str, statement: str, alts: Sequence[str], unit_note: str, seed: int,
+                 note: str = "") -> pd.DataFrame:
+    """Every alternative vs the main configuration (variance, blocks 4/7/10, T main, fused) on the same images,
+    paired (bootstrap, McNemar, TOST within +-1 point), decided by :data:`ROBUST_RULE`."""
+    rows = []
+    for a in alts:
+        t = metrics.tost_paired(preds[a].correct.astype(float), preds["variance"].correct.astype(float), EQUIV_MARGIN)
+        rows.append({"alternative": a, **paired_comparison(preds[a], preds["variance"], seed=seed),
+                     "tost_p": t.p_value, "equivalent_1pt": t.equivalent})
+    df = pd.DataFrame(rows)
+    worst = df.iloc[int(np.argmax(df.top1_diff.abs().values))]
+    alternatives = [{"name": r.alternative, "estimate": r.top1_diff * 100, "low": r.top1_diff_low * 100,
+                     "high": r.top1_diff_high * 100, "p": r.mcnemar_p, "equivalent": r.equivalent_1pt,
+                     "tost_p": r.tost_p} for r in df.itertuples()]
+    rep.add_claim(id=cid, paper="varmedad", statement=statement, source="review major comment 4", paper_value=None,
+                  our_value=round(worst.top1_diff * 100, 2), ci=[worst.top1_diff_low * 100, worst.top1_diff_high * 100],
+                  unit=f"top-1 points, largest difference vs main ({worst.alternative}){unit_note}",
+                  decision=ROBUST_RULE.decide(alternatives), why=note)
+    return df
+
+
+def sensitivity(rep, preds: dict, sweep: pd.DataFrame, flat: float, cfg: SimpleNamespace) -> pd.DataFrame:
+    """Objection 4: the three robustness claims (temperature, blocks, fusion); the table of every alternative."""
+    T_main = float(cfg.temperature)
+    sens = pd.concat([
+        robust_claim(rep, preds, "varmedad.obj4.temperature",
+                     f"Objection 4: accuracy does not depend on the unreported Eq. 8 temperature (T -> 0, T = {T_main}, "
+                     f"T = 1000; r = {R_MAIN}; trained {cfg.base_model}, no fine-tuning)",
+                     ["variance_T1e-9", "variance_T1e3"], "", cfg.seed,
+                     note=f"for every T in [0.01, 1] the fused token averages at least {flat:.1%} of the pruned tokens "
+                          f"effectively (exp entropy of the Eq. 8 weights): the scores are too small for T in (0, 1) "
+                          f"to matter"),
+        robust_claim(rep, preds, "varmedad.obj4.blocks",
+                     "Objection 4: accuracy does not depend on the (unablated) pruning blocks 4/7/10 at equal keep rate",
+                     ["variance_blocks_3_6_9", "variance_blocks_5_8_11", "variance_blocks_2_6_10"],
+                     "; MACs differ, see sensitivity.csv", cfg.seed),
+        robust_claim(rep, preds, "varmedad.obj4.fusion",
+                     "Objection 4: switching the fusion token off (drop) does not change accuracy at equal keep rate",
+                     ["variance_no_fusion"], "", cfg.seed),
+    ])
+    return sens.merge(sweep[["config", "gmacs"]], left_on="alternative", right_on="config").drop(columns="config")
+
+
+# ---------------------------------------------------------------------------------------------- overlap
+def deit_s_macs(rep, cfg: SimpleNamespace) -> tuple[pd.DataFrame, dict]:
+    """DeiT-S at 224 px with random weights (MACs and speed do not depend on them): token counts and MACs of the
+    unpruned, EViT, variance, MedAD, overlap and ToMe (MAC-matched) models; files the token-count, matched-MACs
+    and FLOPs-saving claims. Returns (table, models)."""
+    import timm
+
+    deit = timm.create_model("deit_small_patch16_224").eval()
+    T = float(cfg.temperature)
+
+    def deit_s(overlap=False):
+        m = copy.deepcopy(deit)
+        return overlap_patch_embed(m) if overlap else m
+
+    var06 = fs("attention_variance", T, name="variance r=0.6")
+    deit_cfgs = {
+        "unpruned (196 tokens)": (False, None),
+        "EViT r=0.6": (False, evit_cfg()),
+        "variance r=0.6 (Eq. 8 fusion)": (False, var06),
+        "MedAD r=0.6 (Eq. 8 fusion)": (False, fs("attention_medad", T)),
+        "overlap, unpruned (324 tokens)": (True, None),
+        "overlap + variance r=0.6": (True, var06),
+    }
+    deit_models, deit_rows = {}, []
+    for label, (ov, c) in deit_cfgs.items():
+        m = deit_s(ov)
+        if c is not None:
+            c.apply(m)
+        deit_models[label] = m
+    tm_d = matching.config_at_macs(deit_s(), PruneConfig("cls_attention", "bipartite", 0.9, tuple(range(1, 13)),
+                                                         prop_attn=True),
+                                   flops.analytic_macs(deit_models["variance r=0.6 (Eq. 8 fusion)"]).total)
+    m = deit_s()
+    tm_d.config.apply(m)
+    deit_models[f"ToMe, every block, keep {tm_d.config.keep_rate:.3f} (MAC-matched)"] = m
+    base_macs = flops.analytic_macs(deit_models["unpruned (196 tokens)"]).total
+    for label, m in deit_models.items():
+        cnt = flops.analytic_macs(m)
+        p = m.num_prefix_tokens
+        stages = [cnt.tokens_in[0] - p]
+        if getattr(m, "_tokenprune", None) is not None:
+            stages += [cnt.tokens_out[loc - 1] - p for loc in LOCS]
+        row = {"config": label, "stride": overlap_info(m)["stride"][0],
+               "patch tokens (input, after blocks 4/7/10)": " -> ".join(map(str, stages)),
+               "gmacs": cnt.total / 1e9, "mac_ratio": cnt.total / base_macs}
+        if cfg.measure_macs and (label.startswith("overlap") or cfg.profile == "paper"):
+            row["gmacs_measured"] = flops.measured_macs(m) / 1e9   # the new code path: FlopCounterMode on the strided conv
+        deit_rows.append(row)
+    table = pd.DataFrame(deit_rows)
+
+    ov_model = deit_models["overlap, unpruned (324 tokens)"]
+    with torch.inference_mode():
+        n_overlap = ov_model.forward_features(torch.zeros(1, 3, 224, 224)).shape[1] - ov_model.num_prefix_tokens
+    rep.add_claim(id="varmedad.obj6.overlap_tokens", paper="varmedad",
+                  statement="Objection 6: the overlapping embedding (224 px, patch 16, stride 12, no padding) starts from "
+                            "18 x 18 = 324 tokens instead of 196",
+                  source="arXiv 2507.19175 Sec. 4 (stride 3/4 of the patch; count not printed); review minor comment 4",
+                  paper_value="not printed", our_value=int(n_overlap), unit="patch tokens",
+                  decision=TOKENS_RULE.decide(n_overlap == OVERLAP_TOKENS == ov_model.patch_embed.num_patches ==
+                                              math.prod(conv_grid(224, 16, VM["overlap"]["stride"])),
+                                              f"token count differs from {OVERLAP_TOKENS}"))
+    g_var = float(table[table.config == "variance r=0.6 (Eq. 8 fusion)"].gmacs.iloc[0])
+    rep.add_claim(id="varmedad.macs.matched_point", paper="varmedad",
+                  statement=f"Variance pruning of DeiT-S at r = {R_MAIN} (blocks 4/7/10, one fused token) costs about "
+                            f"{VM['matched']['gflops']} GFLOPs, the compute at which Table 2 compares the methods",
+                  source=VM["matched"]["source"], paper_value=VM["matched"]["gflops"], our_value=round(g_var, 4),
+                  unit="GMACs (the paper's 'GFLOPs' count MACs, as EViT's)", decision=MACS_RULE.decide(g_var),
+                  why="analytic MACs at 224 px, batch 1 (= FlopCounterMode within 1% in tests)")
+    saving = 1 - float(table[table.config == "overlap + variance r=0.6"].mac_ratio.iloc[0])
+    paper_saving = VM["overlap"]["flops_reduction"]
+    rep.add_claim(id="varmedad.obj6.overlap_flops", paper="varmedad",
+                  statement=f"With the overlapping embedding, variance pruning at r = {VM['overlap']['keep_rate']} costs "
+                            f"about {paper_saving:.0%} fewer FLOPs than the unpruned 196-token DeiT-S",
+                  source=VM["overlap"]["source"], paper_value=paper_saving, our_value=round(saving, 4),
+                  unit="fraction of the unpruned MACs saved",
+                  decision=SAVING_RULE.decide(abs(saving - paper_saving) <= 0.005,
+                                              f"saving {saving:.2%} is not within 0.5 points of {paper_saving:.0%}"),
+                  why="tokens 324 -> 196 -> 119 -> 73")
+    return table, deit_models
+
+
+def overlap_throughput(rep, deit_models: dict, cfg: SimpleNamespace, device: str, default_threads: int) -> pd.DataFrame:
+    """Measured throughput of the unpruned, the overlap and the overlap + variance DeiT-S on this machine (same
+    batch, interleaved rounds, torch's default threads); files the timed 'comparable throughput' claim."""
+    bench_models = {k: deit_models[k] for k in ("unpruned (196 tokens)", "overlap, unpruned (324 tokens)",
+                                                "overlap + variance r=0.6")}
+    torch.set_num_threads(default_threads)
+    res = bench.benchmark(bench_models, batch=cfg.bench_batch, img_size=224, dtype="fp32", device=device,
+                          warmup=cfg.bench_warmup, rounds=cfg.bench_rounds, iters_per_round=1, seed=cfg.seed)
+    hw = hardware()
+    rep.add_value("hardware", hw)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    macs_b = {k: flops.analytic_macs(m).total for k, m in bench_models.items()}
+    speed = pd.DataFrame(bench.speedup_table(res, macs_b, seed=cfg.seed))
+    row = speed[speed.config == "overlap + variance r=0.6"].iloc[0]
+    premise = verdicts.Premise("at least 3 timing rounds", cfg.bench_rounds >= 3, f"{cfg.bench_rounds} round(s)")
+    rep.add_claim(id="varmedad.obj6.overlap_throughput", paper="varmedad", timed=True,
+                  statement="With the overlapping embedding and r = 0.6, throughput is comparable to the unpruned "
+                            "196-token DeiT-S",
+                  source="arXiv 2507.19175 abstract ('comparable throughput'); review minor comment 4",
+                  paper_value="comparable", our_value=round(row.speedup, 3), ci=[row.speedup_low, row.speedup_high],
+                  unit="x speedup vs unpruned",
+                  decision=premise.gate(SPEED_RULE.decide({"speedup vs unpruned": (row.speedup, row.speedup_low,
+                                                                                    row.speedup_high)})),
+                  why=f"median images/s over interleaved rounds, bootstrap over per-round ratios; measured on "
+                      f"{hw['cpu_model']} ({device}), batch {cfg.bench_batch}, fp32, {cfg.bench_rounds} interleaved "
+                      f"rounds; the paper used a GPU")
+    return speed
+
+
+def overlap_small(base, variance_cfg: PruneConfig, x_eval, y_eval, unpruned_preds, cfg: SimpleNamespace) -> pd.DataFrame:
+    """The overlapping embedding (stride 3/4 of the patch, position embedding resampled) on the trained small ViT
+    without fine-tuning, unpruned and with variance pruning, paired against the unpruned base."""
+    ov_base = overlap_patch_embed(copy.deepcopy(evaluation.UNPRUNED.apply(base)))
+    rows = []
+    for label, c in (("overlap, unpruned", None), ("overlap + variance r=0.6", variance_cfg)):
+        (c or evaluation.UNPRUNED).apply(ov_base)
+        p_ = predict(ov_base, x_eval, y_eval, batch=cfg.eval_batch, dtype=cfg.dtype)
+        ci = metrics.bootstrap_ci(p_.correct.astype(float), seed=cfg.seed)
+        d_ = paired_comparison(p_, unpruned_preds, seed=cfg.seed)
+        rows.append({"config": label, "stride": overlap_info(ov_base)["stride"][0],
+                     "patches": ov_base.patch_embed.num_patches, "gmacs": flops.analytic_macs(ov_base).total / 1e9,
+                     "top1": ci.estimate, "top1_low": ci.low, "top1_high": ci.high,
+                     "diff_vs_unpruned": d_["top1_diff"], "mcnemar_p": d_["mcnemar_p"]})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------------------- fine-tuning
+def ft_model(name: str, ft_start, variance_cfg: PruneConfig, tome_match, T: float):
+    """A fresh copy of the fine-tuning start and the configuration ``name`` fine-tunes with (None: unpruned)."""
+    evaluation.UNPRUNED.apply(ft_start)
+    m = copy.deepcopy(ft_start)
+    if name == "unpruned":
+        return m, None
+    if name == "overlap_variance":
+        overlap_patch_embed(m)
+        return m, variance_cfg
+    return m, {"variance": variance_cfg, "medad": fs("attention_medad", T, name="medad"), "evit": evit_cfg(),
+               "tome": tome_match.config}[name]
+
+
+def finetune_all(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_match, cfg: SimpleNamespace,
+                 device: str) -> tuple[pd.DataFrame, dict, int]:
+    """Fine-tune every configuration of ``finetune_configs`` for every seed with the one recipe (patched at its
+    own keep rate before training), then evaluate on the same test images. Returns (per-seed table,
+    predictions by (config, seed), rows of the training split)."""
+    train_source = subjects.base_ds["train"] if cfg.profile == "paper" else train.as_tensors(subjects.base_ds["train"])
+    n_train_rows = len(subjects.base_ds["train"])
+    preds, rows = {}, []
+    if cfg.finetune_steps <= 0:
+        return pd.DataFrame(rows), preds, n_train_rows
+    for s in cfg.seeds:
+        for name in cfg.finetune_configs:
+            m, c = ft_model(name, subjects.ft_start, variance_cfg, tome_match, float(cfg.temperature))
+            rec = ft_recipe(subjects.base_recipe, n_train_rows, f"ft_{name}_s{s}", s, cfg, c)
+            finetune(m, rec, train_source, c, device=device, seed=s, progress=False)
+            m = m.cpu().eval()
+            set_eager_attention(m, False)
+            macs = flops.analytic_macs(m).total
+            p = predict(m, subjects.x_eval, subjects.y_eval, batch=cfg.eval_batch, dtype=cfg.dtype)
+            preds[(name, s)] = p
+            ci = metrics.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
+            rows.append({"config": name, "seed": s, "gmacs": macs / 1e9, "top1": ci.estimate, "top1_low": ci.low,
+                         "top1_high": ci.high})
+    return pd.DataFrame(rows), preds, n_train_rows
+
+
+def seed_summary_table(ft: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sd and t-interval of top-1 over seeds per fine-tuned configuration."""
+    summ = []
+    for name, g in ft.groupby("config", sort=False):
+        ss = metrics.seed_summary(g.top1.values)
+        summ.append({"config": name, "gmacs": g.gmacs.mean(), "top1_mean": ss.mean, "top1_sd": ss.std, "seeds": ss.n,
+                     "ci_low": ss.low, "ci_high": ss.high})
+    return pd.DataFrame(summ)
+
+
+def margin_claim(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: SimpleNamespace, cid: str, a: str, b: str,
+                 paper_value: float, statement: str, source: str) -> Optional[pd.DataFrame]:
+    """A fine-tuned margin ``a - b``: per seed a paired comparison on the same test images, across seeds a
+    t-interval of the difference, decided by :data:`MARGIN_RULE` once at least 3 seeds ran and each run saw at
+    least one epoch of the training split (premises)."""
+    if (a not in cfg.finetune_configs) or (b not in cfg.finetune_configs) or cfg.finetune_steps <= 0:
+        rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
+                      unit="top-1 points", decision=verdicts.not_testable(
+                          f"profile {cfg.profile!r} does not fine-tune both {a} and {b} (finetune_configs, finetune_steps)"))
+        return None
+    rows = [{"seed": s, "a": a, "b": b, **paired_comparison(ft_preds[(a, s)], ft_preds[(b, s)], seed=cfg.seed)}
+            for s in cfg.seeds]
+    df = pd.DataFrame(rows)
+    ss = metrics.seed_summary(df.top1_diff.values * 100)
+    epochs = cfg.finetune_steps * cfg.finetune_batch / n_train_rows
+    side = "above" if ss.low > 0 else ("below" if ss.high < 0 else "around")
+    seeds = verdicts.Premise(f"at least {MIN_SEEDS} seeds", ss.n >= MIN_SEEDS, f"{ss.n} seed(s)")
+    long_enough = verdicts.Premise(
+        f"each run fine-tuned >= {MIN_FT_EPOCHS:g} epoch of the training split", epochs >= MIN_FT_EPOCHS,
+        f"{epochs:.3f} epochs: too short to stand for the paper's fine-tuning, whatever the sign; the seed interval "
+        f"lies {side} 0")
+    decision = seeds.gate(long_enough.gate(MARGIN_RULE.decide(ss.mean, ss.low, ss.high, what=f"{a} - {b} across seeds")))
+    per_seed = "; ".join(f"seed {r.seed}: {r.top1_diff * 100:+.2f} (McNemar p={r.mcnemar_p:.2g})" for r in df.itertuples())
+    rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
+                  our_value=round(ss.mean, 3), ci=None if ss.n < 2 else [ss.low, ss.high],
+                  unit="top-1 points, mean over seeds", decision=decision,
+                  why=f"per seed paired bootstrap + McNemar: {per_seed}; setting: {cfg.base_model}, {cfg.finetune_steps} "
+                      f"fine-tuning steps of {cfg.finetune_batch} images, {n_test} test images")
+    return df
+
+
+def margin_claims(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: SimpleNamespace) -> pd.DataFrame:
+    """Objections 5 and 7: the paper's single-run margins (variance - EViT, overlap - unpruned, variance - ToMe)
+    across seeds; returns the per-seed paired comparisons."""
+    top1, o = VM["matched"]["top1"], VM["overlap"]
+    specs = [
+        ("varmedad.obj5.variance_vs_evit", "variance", "evit", round(top1["attention_variance"] - top1["evit"], 2),
+         f"Objection 5: variance pruning beats EViT at the same compute ({top1['attention_variance']:.2f} vs "
+         f"{top1['evit']:.2f}, one run); with 3 seeds and a paired test the margin is positive", VM["matched"]["source"]),
+        ("varmedad.obj5.overlap_vs_unpruned", "overlap_variance", "unpruned", o["margin"],
+         f"Objection 5: the overlapping embedding with variance pruning at r = {o['keep_rate']} beats the unpruned "
+         f"model ({o['top1']:.2f} vs {o['baseline_top1']:.2f}, one run); with 3 seeds and a paired test the margin "
+         f"is positive", o["source"]),
+        ("varmedad.obj7.variance_vs_tome_matched", "variance", "tome", round(top1["attention_variance"] - top1["tome"], 2),
+         f"Objection 7: at matched MACs and with the same fine-tuning recipe, variance pruning beats ToMe "
+         f"({top1['attention_variance']:.2f} vs {top1['tome']:.2f})", VM["matched"]["source"]),
+    ]
+    dfs = [margin_claim(rep, ft_preds, n_train_rows, n_test, cfg, *spec) for spec in specs]
+    return pd.concat([d for d in dfs if d is not None] or [pd.DataFrame()])
+
+
+def top1_claims(rep, ft: pd.DataFrame, profile: str) -> None:
+    """The paper's absolute top-1 numbers (Tables 2 and 3): at profile paper, the seed t-interval of our
+    fine-tuned DeiT-S must contain the printed value (at least 3 seeds); elsewhere not testable here."""
+    top1, o = VM["matched"]["top1"], VM["overlap"]
+    for key, name, pv in (("attention_variance", "variance", top1["attention_variance"]),
+                          ("attention_medad", "medad", top1["attention_medad"]), ("evit", "evit", top1["evit"]),
+                          ("tome", "tome", top1["tome"]), ("overlap", "overlap_variance", o["top1"]),
+                          ("unpruned", "unpruned", o["baseline_top1"])):
+        how = "without pruning" if name == "unpruned" else f"with {name} at r = {R_MAIN}"
+        stmt = f"DeiT-S fine-tuned on ImageNet-100 {how} reaches {pv} top-1"
+        if profile != "paper" or ft.empty or name not in set(ft.config):
+            rep.add_claim(id=f"varmedad.top1.{key}", paper="varmedad", statement=stmt, source=SRC, paper_value=pv,
+                          unit="% top-1", decision=verdicts.not_testable(
+                              "needs ImageNet-100 and DeiT-S weights (profile paper with data_root and deit_weights, a GPU)"))
+            continue
+        ss = metrics.seed_summary(ft[ft.config == name].top1.values * 100)
+        rule = verdicts.Magnitude(pv, 0.0, "% top-1")
+        decision = verdicts.Premise(f"at least {MIN_SEEDS} seeds", ss.n >= MIN_SEEDS, f"{ss.n} seed(s)").gate(
+            rule.decide(ss.mean, ss.low, ss.high))
+        rep.add_claim(id=f"varmedad.top1.{key}", paper="varmedad", statement=stmt, source=SRC, paper_value=pv,
+                      our_value=round(ss.mean, 2), ci=None if ss.n < 2 else [ss.low, ss.high],
+                      unit="% top-1, mean over seeds", decision=decision,
+                      why="seed t-interval of top-1 of our recipe")
+
+
+def ledger_table(rep) -> pd.DataFrame:
+    """One row per claim: the paper's number, ours with its interval, the unit and the verdict."""
+    return pd.DataFrame([{"claim": c.id, "paper": c.paper_value, "ours": c.our_value,
+                          "ci": None if c.ci is None else f"[{c.ci[0]:.4g}, {c.ci[1]:.4g}]", "unit": c.unit,
+                          "verdict": c.verdict} for c in rep.claims])
