@@ -113,7 +113,7 @@ def prune_sweep(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tens
     predictions by label, for paired comparisons. ``model`` is patched in place and left unpruned.
     """
     import pandas as pd
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # not tqdm.auto: in a kernel without ipywidgets it warns with a path
 
     configs = list(configs)
     labels_seen = [c.label for c in configs]

@@ -84,11 +84,14 @@ def resolve(profile: str, table: Mapping[str, Mapping[str, Any]], **given: Any) 
         if bad:
             raise ValueError(f"{name}: {bad!r} not accepted; accepted: {list(accepted)}")
     for name, (low, high) in table.get("ranges", {}).items():
+        if name not in base:
+            raise ValueError(f"ranges: {name!r} is not a parameter of this notebook; accepted: {sorted(base)}")
         vals = base[name] if isinstance(base[name], (list, tuple)) else [base[name]]
         bad = [v for v in vals if (low is not None and v < low) or (high is not None and v > high)]
         if bad:
             span = f"{'-inf' if low is None else low}..{'inf' if high is None else high}"
-            raise ValueError(f"{name}: {bad!r} out of range; accepted: values in {span}")
+            shown = bad if isinstance(base[name], (list, tuple)) else bad[0]
+            raise ValueError(f"{name}: {shown!r} out of range; accepted: values in {span}")
     return SimpleNamespace(profile=profile, **base)
 
 

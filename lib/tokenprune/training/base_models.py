@@ -329,7 +329,7 @@ def _extract(model: nn.Module, x: torch.Tensor, pre: Preprocess, split_at: int, 
     """Run the frozen part of a timm ViT: tokens after ``split_at`` blocks (float32 ``[N, T, D]``), or, when
     ``split_at == depth``, the pooled pre-logits features (float32 ``[N, D]``). ``start``: cached tokens
     after ``start_at`` blocks to continue from instead of images."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # not tqdm.auto: in a kernel without ipywidgets it warns with a path
 
     from tokenprune.core.precision import autocast
 

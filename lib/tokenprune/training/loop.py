@@ -604,7 +604,7 @@ def evaluate(model: nn.Module, data: Any, batch: int = 256, dtype: str = "bf16",
 
 def _evaluate_source(model, src: _Source, batch: int, dtype: str, dev: torch.device, pre: Optional[Preprocess],
                      progress: bool, shard: DistInfo, forward=None) -> tuple[torch.Tensor, torch.Tensor]:
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # not tqdm.auto: in a kernel without ipywidgets it warns with a path
 
     model.eval()
     fwd = forward or model
@@ -675,7 +675,7 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
     and the global batch by rank, and wraps the model in ``DistributedDataParallel``; all ranks
     return the same weights. The global RNG is seeded with ``recipe.seed + rank``.
     """
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # not tqdm.auto: in a kernel without ipywidgets it warns with a path
 
     t_wall = time.perf_counter()
     info, dev = setup_distributed(device)

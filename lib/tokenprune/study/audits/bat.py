@@ -113,6 +113,8 @@ PROFILES: dict[str, dict[str, Any]] = {
               "finetune_keep_rates": [0.7], "dtype": "bf16", "bench_keep_rates": [0.7, 0.5, 0.3],
               "bench_model": "deit_small_patch16_224", "measure_macs": True, "figure_model": "vit_s14",
               "figure_img": 224, "photos": 5, "ft_batch": 64, "ablations": "all", "sweep_batch": 256, "threads": 0},
+    # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
+    "ranges": {"num_clusters": (1, None), "k": (1, None), "pair_fraction": (0.0, 0.999), "n_eval": (1, None), "n_div": (1, None), "bench_batch": (1, None), "bench_rounds": (1, None), "finetune_steps": (0, None), "figure_img": (1, None), "photos": (0, None), "ft_batch": (1, None), "sweep_batch": (1, None), "threads": (0, None), "keep_rates": (0.001, 1.0), "ablation_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "finetune_keep_rates": (0.001, 1.0), "bench_keep_rates": (0.001, 1.0), "seed": (0, None)},
     "choices": {"merge_weight": ["attention", "size", "uniform"], "dtype": ["fp32", "bf16"],
                 "ablations": ["few", "all"], "figure_model": ["vit_s14", "random_tiny"],
                 "base_model": ["small_vit_fmnist", "small_vit_parts", "small_vit_fmnist_smoke", "small_vit_parts_smoke",

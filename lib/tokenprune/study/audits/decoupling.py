@@ -114,6 +114,8 @@ PROFILES = {
                   large_blocks=[2, 4, 6, 8, 10], steps=1000, head_batch=32, settings=PAPER_SETTINGS,
                   task_settings=[f"{d}/small" for d in ("cub", "cars", "aircraft")], parts_large_img_size=224,
                   n_boot=2000, fd_images=32, fd_probes=4, torch_threads=0),
+    # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
+    "ranges": {"head_lr": (0.0, None), "probes": (1, None), "task_tau": (1e-06, None), "margin": (0.0, None), "ceiling": (0.0, 1.0), "torch_threads": (0, None), "n_train": (1, None), "n_eval": (1, None), "n_train_large": (1, None), "n_eval_large": (1, None), "steps": (1, None), "head_batch": (1, None), "parts_large_img_size": (1, None), "n_boot": (1, None), "fd_images": (1, None), "fd_probes": (1, None), "keep_rates": (0.001, 1.0), "seeds": (0, None), "blocks": (1, None), "large_blocks": (1, None), "seed": (0, None)},
     "choices": {"signal": ["grad", "fd"], "signal_target": list(sensitivity.TARGETS), "rank_loss": list(learned.LOSSES),
                 "part_source": ["keypoints", "masks"], "coverage_variant": ["parts", "patches"], "dtype": ["bf16", "fp32"],
                 "settings": ALL_SETTINGS + PAPER_SETTINGS, "task_settings": ALL_SETTINGS + PAPER_SETTINGS},

@@ -134,6 +134,8 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "oracle_images": 10000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5, "n_dataset_images": 6,
                 "small_bench_batch": 256, "small_bench_rounds": 10, "t2t_bench_model": "deit_small_patch16_224",
                 "t2t_bench_batch": 64, "t2t_bench_rounds": 10, **_PATHS},
+    # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
+    "ranges": {"batch": (1, None), "bench_rounds": (1, None), "batch_deit_b": (1, None), "warmup": (0, None), "ft_keep": (0.001, 1.0), "finetune_epochs": (0.0, None), "ft_lr": (0.0, None), "ft_warmup_frac": (0.0, 1.0), "oracle_keep": (0.001, 1.0), "hires_img_size": (1, None), "margin_pp": (0.0, None), "eval_images": (1, None), "parts_eval_images": (1, None), "eval_batch": (1, None), "finetune_images": (1, None), "ft_batch": (1, None), "oracle_images": (1, None), "oracle_img_size": (1, None), "photo_size": (1, None), "n_photos": (0, None), "n_dataset_images": (0, None), "small_bench_batch": (1, None), "small_bench_rounds": (1, None), "t2t_bench_batch": (1, None), "t2t_bench_rounds": (1, None), "paper_eval_images": (0, None), "bench_keep_rates": (0.001, 1.0), "bench_keep_rates_deit_b": (0.001, 1.0), "sweep_keep_rates": (0.001, 1.0), "side_keep_rates": (0.001, 1.0), "parts_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "seed": (0, None)},
     "choices": {"dtype": ["fp32", "bf16"], "bench_models": ["deit_tiny_patch16_224", "deit_small_patch16_224",
                                                              "deit_base_patch16_224"]},
 }
@@ -946,7 +948,7 @@ def centre_square(img: np.ndarray, size: int) -> np.ndarray:
     h, w = img.shape[:2]
     s = min(h, w)
     crop = img[(h - s) // 2:(h - s) // 2 + s, (w - s) // 2:(w - s) // 2 + s]
-    t = torch.from_numpy(np.ascontiguousarray(crop)).permute(2, 0, 1)[None].float()
+    t = torch.from_numpy(np.array(crop)).permute(2, 0, 1)[None].float()  # a writable copy
     t = torch.nn.functional.interpolate(t, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
     return t[0].permute(1, 2, 0).round().clamp(0, 255).byte().numpy()
 

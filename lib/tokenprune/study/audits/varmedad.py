@@ -96,6 +96,8 @@ PROFILES = {
               "threads": 0, "falsify_keep_rates": [0.6, 0.4],
               "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance"],
               "data_root": None, "deit_weights": None, "seed": 0},
+    # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
+    "ranges": {"n_eval": (1, None), "n_rank": (1, None), "photo_size": (1, None), "photo_variants": (1, None), "n_figure_photos": (0, None), "finetune_steps": (0, None), "finetune_batch": (1, None), "finetune_lr": (0.0, None), "temperature": (1e-06, None), "bench_batch": (1, None), "bench_rounds": (1, None), "bench_warmup": (0, None), "eval_batch": (1, None), "threads": (0, None), "seeds": (0, None), "falsify_keep_rates": (0.001, 1.0), "seed": (0, None)},
     "choices": {"dtype": ["fp32", "bf16"],
                 "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance"]},
 }
