@@ -16,7 +16,7 @@ from typing import Callable, FrozenSet, Optional
 
 import torch
 
-from tokenprune.core.scorers import NEEDS, TokenContext, select_topk
+from tokenprune.core.scorers import TokenContext, check_needs, select_topk
 
 __all__ = [
     "Reduction",
@@ -92,9 +92,7 @@ def register_reducer(name: str, needs: tuple[str, ...] = (), adds_tokens: int | 
     ``check(**options)`` raises ValueError for options the reducer cannot run with; :func:`get_reducer` calls it
     when the options are bound (at ``patch()`` time), not at the first forward pass.
     """
-    unknown = set(needs) - NEEDS
-    if unknown:
-        raise ValueError(f"needs: unknown entries {sorted(unknown)}; accepted: {sorted(NEEDS)}")
+    check_needs(needs)
 
     def deco(fn: ReduceFn) -> ReduceFn:
         if name in REDUCERS:

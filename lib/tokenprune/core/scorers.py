@@ -26,6 +26,7 @@ __all__ = [
     "get_scorer",
     "scorer_names",
     "select_topk",
+    "check_needs",
     "require_field",
     "random_scores",
 ]
@@ -90,11 +91,17 @@ class ScorerSpec:
 
 SCORERS: dict[str, ScorerSpec] = {}
 
-def register_scorer(name: str, needs: tuple[str, ...] = (), reference: str = ""):
-    """Register ``fn`` as scorer ``name``; ``needs`` is a subset of ``{"cls_attn", "attn", "keys"}``."""
+
+def check_needs(needs: tuple[str, ...]) -> None:
+    """What a scorer or reducer asks of the block must be a subset of :data:`NEEDS`."""
     unknown = set(needs) - NEEDS
     if unknown:
         raise ValueError(f"needs: unknown entries {sorted(unknown)}; accepted: {sorted(NEEDS)}")
+
+
+def register_scorer(name: str, needs: tuple[str, ...] = (), reference: str = ""):
+    """Register ``fn`` as scorer ``name``; ``needs`` is a subset of ``{"cls_attn", "attn", "keys"}``."""
+    check_needs(needs)
 
     def deco(fn: ScoreFn) -> ScoreFn:
         if name in SCORERS:

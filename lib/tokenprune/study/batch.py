@@ -39,7 +39,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import yaml
 
-from tokenprune.study.params import AUDITS, check_profile, setup
+from tokenprune.study.params import check_overrides, check_profile
 from tokenprune.study.pipeline import KERNEL_NAME, discover, ensure_kernel, run_notebook
 from tokenprune.study.report import RESULTS_FILE, VERDICTS
 from tokenprune.utils.environment import REPO_ROOT
@@ -96,8 +96,7 @@ def members_of(spec: Mapping[str, Any], notebooks_dir: Path) -> list[Member]:
         sets += [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
     out, seen = [], set()
     for params in sets:
-        if nb.stem in AUDITS:
-            setup(nb.stem, profile, params)
+        check_overrides(nb.stem, profile, params)
         mid = member_id(nb, profile, params)
         if mid not in seen:
             seen.add(mid)

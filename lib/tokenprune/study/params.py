@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from tokenprune.utils.environment import PROFILES
 
-__all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "setup"]
+__all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "setup", "check_overrides"]
 
 
 #: notebook stem -> the audit module holding its ``PROFILES`` table
@@ -110,3 +110,12 @@ def setup(notebook: str, profile: str, overrides: Mapping[str, Any] | None = Non
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ValueError(f"overrides: expected a mapping of parameter names to values, got {type(overrides).__name__}")
     return resolve(profile, profile_table(notebook), **dict(overrides or {}))
+
+
+def check_overrides(notebook: str, profile: str, overrides: Mapping[str, Any]) -> None:
+    """Check ``overrides`` before ``notebook`` runs (the pipeline, batches): against its profile table when the
+    notebook has an audit module (:data:`AUDITS`), else only that ``profile`` is known."""
+    if notebook in AUDITS:
+        setup(notebook, profile, overrides)
+    else:
+        check_profile(profile)

@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 
 import yaml
 
-from tokenprune.study.params import check_profile, setup
+from tokenprune.study.params import check_overrides, check_profile
 from tokenprune.study.report import reports_dir_for, write_ledger
 from tokenprune.utils.environment import REPO_ROOT
 
@@ -151,7 +151,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     kernel = ensure_kernel(args.kernel)
     params = _parse_param(args.parameter)
     for nb in notebooks:  # every name and value checked before any notebook starts
-        setup(nb.stem, args.profile, params)
+        check_overrides(nb.stem, args.profile, params)
     runs = []
     for nb in notebooks:
         print(f"[tokenprune] running {nb.name} (profile {args.profile}) ...", flush=True)

@@ -52,7 +52,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tokenprune.core.schedule import EVIT_LOCATIONS, cosine_keep_rate
-from tokenprune.core.precision import DTYPES, autocast, set_eager_attention
+from tokenprune.core.precision import autocast, check_dtype, set_eager_attention
 
 __all__ = [
     "CODE_VERSION",
@@ -140,10 +140,8 @@ class TrainRecipe:
     code_version: int = CODE_VERSION
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, got {self.dtype!r}")
-        if self.store_dtype not in DTYPES:
-            raise ValueError(f"store_dtype: expected one of {sorted(DTYPES)}, got {self.store_dtype!r}")
+        check_dtype(self.dtype, "dtype")
+        check_dtype(self.store_dtype, "store_dtype")
         if not self.epochs > 0:
             raise ValueError(f"epochs: must be > 0, got {self.epochs!r}")
         if self.batch_size < 1:
