@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Callable, FrozenSet, Optional
 
 import torch
@@ -30,6 +30,7 @@ __all__ = [
     "fuse_rest",
     "fuse_cost",
     "drop",
+    "output_tokens",
 ]
 
 
@@ -74,6 +75,10 @@ class ReducerSpec:
 
     def __call__(self, ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Reduction:
         return self.fn(ctx, scores, n_keep)
+
+    def output_tokens(self, n_tokens: int, n_keep: int) -> int:
+        """Prunable tokens this reducer outputs from ``n_tokens`` asked to keep ``n_keep``: see :func:`output_tokens`."""
+        return output_tokens(self, n_tokens, n_keep)
 
 
 REDUCERS: dict[str, ReducerSpec] = {}
@@ -127,6 +132,36 @@ def get_reducer(name: str | ReducerSpec, **options) -> ReducerSpec:
     adds = spec.adds_tokens(**bound) if callable(spec.adds_tokens) else spec.adds_tokens
     cost = partial(spec.cost, **bound) if bound else spec.cost
     return ReducerSpec(spec.name, fn, spec.needs, adds, spec.reference, spec.uses_scores, cost, spec.check)
+
+
+#: widths of the probe that :func:`output_tokens` runs a reducer on (token counts do not depend on them)
+_PROBE_HEADS, _PROBE_HEAD_DIM = 2, 4
+
+
+@lru_cache(maxsize=4096)
+def output_tokens(spec: ReducerSpec, n_tokens: int, n_keep: int) -> int:
+    """Prunable tokens ``spec`` outputs from ``n_tokens`` prunable tokens asked to keep ``n_keep`` (its own
+    count: kept tokens plus whatever it appends or merges into, e.g. ``min(num_clusters, n_tokens - n_keep)``
+    clusters).
+
+    Read off the reducer's output on a probe (one image, one prefix token, ``n_tokens`` random tokens of
+    width 8, random scores and attention), not from a formula kept beside the reducer, so the MAC count
+    (:func:`tokenprune.measure.macs.analytic_macs`) follows whatever the reducer does, including when it is
+    rewritten. Deterministic and cached; token counts do not depend on the values.
+    """
+    if not 1 <= n_keep <= n_tokens:
+        raise ValueError(f"n_keep: expected 1..{n_tokens} (n_tokens), got {n_keep!r}")
+    g = torch.Generator().manual_seed(0)
+    h, hd, n = _PROBE_HEADS, _PROBE_HEAD_DIM, n_tokens + 1
+    x = torch.randn(1, n, h * hd, generator=g)
+    ctx = TokenContext(x=x, num_prefix_tokens=1, block_index=0,
+                       cls_attn=torch.randn(1, h, n, generator=g).softmax(-1),
+                       attn=torch.randn(1, h, n, n, generator=g).softmax(-1) if "attn" in spec.needs else None,
+                       keys=torch.randn(1, h, n, hd, generator=g))
+    scores = torch.rand(1, n_tokens, generator=g) if spec.uses_scores else None
+    with torch.inference_mode():
+        out = spec(ctx, scores, n_keep)
+    return out.x.shape[1] - 1
 
 
 def gather_tokens(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

@@ -5,8 +5,9 @@ how much their own operator costs (``MacCount.reduction``: distances, weighted s
 rates are not equal compute. :func:`config_at_macs` finds, for a :class:`~tokenprune.measure.evaluation.PruneConfig`,
 the uniform keep rate whose analytic MACs (``flops.analytic_macs``, reduction included unless asked
 otherwise) come closest to a target, and falls back to more reduction locations when the target is
-out of reach (ToMe-style bipartite matching can merge at most half of the tokens at a location, so
-keep rates below 0.5 are not available to it: low budgets need more locations, e.g. every block).
+out of reach at the reducer's lowest published keep rate (:data:`MIN_KEEP_RATE`: one ToMe matching
+merges at most half of the tokens at a location; the library reaches lower rates by repeating the
+matching, which ToMe never does, so the matcher prefers more locations, e.g. every block, as ToMe does).
 Every matched configuration comes with the MACs it actually costs.
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tokenprune.measure.macs import analytic_macs, bracket_keep_rate
 
 __all__ = ["MIN_KEEP_RATE", "Matched", "config_macs", "config_at_macs", "as_matched"]
 
-#: lowest keep rate a reducer can realise at one location (ToMe: at most half the tokens merge per step)
+#: lowest keep rate of a reducer's published form at one location (ToMe: one matching merges at most half the
+#: tokens; below it ``bipartite`` repeats the matching, which the matcher avoids by adding locations)
 MIN_KEEP_RATE = {"bipartite": 0.5}
 
 

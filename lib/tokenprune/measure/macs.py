@@ -67,8 +67,10 @@ def analytic_macs(model: VisionTransformer, img_size: Optional[int | Sequence[in
                   keep_rate: Optional[float | Sequence[float]] = None) -> MacCount:
     """MACs of ``model`` on one image of ``img_size`` (default: the model's), pruned as configured.
 
-    For a patched model the token count of every block follows its schedule and reducer (a fused
-    token counts as a token); ``keep_rate`` overrides the configured rate without touching the model.
+    For a patched model the token count of every block follows its schedule and what its reducer
+    outputs (:meth:`~tokenprune.core.reducers.ReducerSpec.output_tokens`, read off the reducer itself: a
+    fused token or a cluster counts as a token, fewer pruned tokens than clusters give fewer clusters);
+    ``keep_rate`` overrides the configured rate without touching the model.
     Per block with ``n`` tokens into attention and ``m`` into the MLP (dimension ``D``, attention
     width ``A``, MLP hidden ``F``): ``3nDA + 2n^2 A + nAD`` + ``2mDF``; at a location the [CLS]-row
     scorer adds ``nA`` (``q_cls K^T``) when the full map is not computed anyway, and fusion adds the
@@ -88,7 +90,6 @@ def analytic_macs(model: VisionTransformer, img_size: Optional[int | Sequence[in
     # an unpatched model with a keep_rate override is counted as EViT ([CLS] row, one fused token)
     needs_full_map = st is not None and "attn" in st.needs
     needs_cls_row = st is None or "cls_attn" in st.needs
-    adds_tokens = st.reducer.adds_tokens if st is not None else 1
     blocks, tin, tout = [], [], []
     reduction = 0
     for i, blk in enumerate(model.blocks):
@@ -105,7 +106,7 @@ def analytic_macs(model: VisionTransformer, img_size: Optional[int | Sequence[in
                 reduction += st.reducer.cost(n, k, d, blk.attn.head_dim)
             else:
                 reduction += (n - k) * d  # EViT's weighted sum of the pruned tokens
-            n = k + adds_tokens
+            n = st.reducer.output_tokens(n, k) if st is not None else k + 1
         n_out = n + p
         macs += 2 * n_out * d * f
         blocks.append(macs)
