@@ -22,19 +22,42 @@ def test_every_option_has_help():
     assert len(actions) >= 10 and all(a.help for a in actions), [a.dest for a in actions if not a.help]
 
 
-def _result(label, rounds, before=0.1, after=0.1):
+def _result(label, rounds, before=0.1, after=0.1, other=0.0):
     import statistics
     return T.BenchResult(label, statistics.median(rounds), rounds, 8, "fp32", "cpu", 2, 1,
-                         extra={"load_before": before, "load_after": after,
+                         extra={"load_before": before, "load_after": after, "other_cores": other, "cores": 2,
                                 "round_cv": statistics.pstdev(rounds) / statistics.fmean(rounds)})
 
 
 def test_load_warnings():
     assert T.load_warnings([_result("a", [10.0, 10.2, 9.9])], cores=2) == []
-    loaded = T.load_warnings([_result("a", [10.0, 10.2, 9.9], before=1.5)], cores=2)
+    loaded = T.load_warnings([_result("a", [10.0, 10.2, 9.9], before=1.5, other=1.0)], cores=2)
     assert len(loaded) == 1 and "machine under load" in loaded[0]
+    # a high load average alone is this process's own earlier work (a notebook's previous cells): no flag
+    assert T.load_warnings([_result("a", [10.0, 10.2, 9.9], before=1.9, after=1.9, other=0.1)], cores=2) == []
     noisy = T.load_warnings([_result("a", [3.4, 85.0, 40.0])], cores=2)
     assert len(noisy) == 1 and "rounds disagree" in noisy[0]
+    rec = T.load_record([_result("a", [10.0, 10.2, 9.9], other=1.0), _result("b", [3.4, 85.0, 40.0])])
+    assert rec["under_load"] and len(rec["warnings"]) == 2 and rec["max_round_cv"] > 0.5
+    assert not T.load_record([_result("a", [10.0, 10.2, 9.9])])["under_load"]
+
+
+@pytest.mark.skipif(T._busy_cpu_s() is None, reason="no /proc/stat")
+def test_other_cpu_meter_sees_another_process_not_this_one():
+    """A busy process beside the timed code is seen (about one core); this process's own work is not."""
+    import subprocess
+    import sys
+    import time
+
+    read = T.other_cpu_meter()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 1.0:  # this process busy: not "other"
+        sum(range(1000))
+    assert read() < 0.5
+    read = T.other_cpu_meter()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.perf_counter()\nwhile time.perf_counter() - t < 1.5: pass"],
+                   check=True)
+    assert read() > 0.6
 
 
 def test_benchmark_records_load_and_spread():
@@ -42,4 +65,45 @@ def test_benchmark_records_load_and_spread():
 
     res = T.benchmark({"m": timm.create_model("deit_tiny_patch16_224", img_size=32, patch_size=8, depth=2)},
                       batch=2, img_size=32, warmup=1, rounds=2, iters_per_round=1)
-    assert {"load_before", "load_after", "round_cv"} <= set(res[0].extra)
+    assert {"load_before", "load_after", "other_cores", "cores", "round_cv"} <= set(res[0].extra)
+
+
+def test_bench_refuses_a_missing_official_checkout_and_other_methods(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        T.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.7", "--official-evit", str(tmp_path)])
+    assert "evit.py not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        T.main(["--keep", "1.0", "0.7", "--official-evit", str(tmp_path), "--reducer", "drop"])
+    assert "cls_attention + fuse_attention" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        T.main(["--batch", "0"])
+    assert "expected a positive int" in capsys.readouterr().err
+
+
+def test_bench_several_batches_and_dtypes_with_targets(capsys, tmp_path):
+    rows = T.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.5", "--batch", "1", "2", "--dtype", "fp32",
+                   "bf16", "--rounds", "2", "--iters", "1", "--warmup", "0", "--targets", "--json", str(tmp_path / "b.json")])
+    out = capsys.readouterr().out
+    assert len(rows) == 8 and {(r["dtype"], r["batch"]) for r in rows} == {(d, b) for d in ("fp32", "bf16") for b in (1, 2)}
+    assert out.count("## ") == 4 and "targets:" in out
+    assert all("targets_met" in r for r in rows if r["keep_rate"] < 1)
+    assert (tmp_path / "b.json").is_file()
+
+
+OFFICIAL = __import__("os").environ.get("TOKENPRUNE_OFFICIAL_EVIT")
+
+
+@pytest.mark.skipif(not OFFICIAL, reason="set TOKENPRUNE_OFFICIAL_EVIT to a checkout of youweiliang/evit")
+def test_official_evit_computes_what_our_patch_computes():
+    import copy
+
+    import timm
+
+    from tokenprune import patch
+    from tokenprune.measure import official_evit as O
+
+    mod = O.load_official_evit(OFFICIAL)
+    m = timm.create_model("deit_tiny_patch16_224").eval()
+    assert type(timm.create_model("deit_tiny_patch16_224")).__name__ == "VisionTransformer"  # timm's registry intact
+    for r in (0.7, 0.5):
+        assert O.check_same_outputs(patch(copy.deepcopy(m), keep_rate=r), O.official_evit_like(mod, m, r)) < 1e-4

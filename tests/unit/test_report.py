@@ -260,11 +260,38 @@ def test_compare_verdicts_finds_a_flipped_verdict(tmp_path):
     assert "not reproduced" in (reports / "README.md").read_text()
 
 
+_IDLE = {"load_before": 0.1, "load_after": 0.1, "other_cores": 0.0, "cores": 2, "max_round_cv": 0.01,
+         "under_load": False, "warnings": []}
+
+
+def test_timed_claim_records_its_load_and_the_ledger_flags_load(tmp_path):
+    """Issue 12, finding 10: a timed claim carries the conditions it was timed under; under load the ledger says so."""
+    fields = dict(paper="evit", statement="1.5x throughput", source="Table 2", paper_value=1.5, our_value=1.4,
+                  unit="x", verdict="reproduced", timed=True)
+    with pytest.raises(ValueError, match="timed claim needs load"):
+        R.Claim(id="a", **fields)
+    with pytest.raises(ValueError, match="timed claims only"):
+        R.Claim(id="a", **{**fields, "timed": False}, load=_IDLE)
+    reports = tmp_path / "reports"
+    rep = R.Report("01_evit", reports / "01_evit", params={}, profile="default")
+    rep.add_claim(id="idle", **fields, load=_IDLE)
+    loaded = {**_IDLE, "other_cores": 1.1, "under_load": True,
+              "warnings": ["machine under load: other processes kept 1.10 of 2 cores busy while timing"]}
+    rep.add_claim(id="busy", **fields, load=loaded)
+    rep.write()
+    ledger = R.build_ledger(reports)
+    busy = next(line for line in ledger.splitlines() if "`busy`" in line)
+    idle = next(line for line in ledger.splitlines() if "`idle`" in line)
+    assert R.UNDER_LOAD_MARK in busy and "1.10 of 2 cores" in busy and R.UNDER_LOAD_MARK not in idle
+    again = json.loads((reports / "01_evit" / "results.json").read_text())["claims"]
+    assert R.Claim.from_dict(again[1]).load["other_cores"] == 1.1
+
+
 def test_timed_verdict_change_is_listed_but_does_not_fail_the_check(tmp_path, capsys):
     reports = tmp_path / "reports"
     rep = R.Report("01_evit", reports / "01_evit", params={}, profile="default")
     rep.add_claim(id="evit.speedup", paper="evit", statement="1.5x throughput", source="Table 2",
-                  paper_value=1.5, our_value=1.4, unit="x", verdict="reproduced", timed=True)
+                  paper_value=1.5, our_value=1.4, unit="x", verdict="reproduced", timed=True, load=_IDLE)
     rep.add_claim(id="evit.macs", paper="evit", statement="3.0 GMACs", source="Table 2",
                   paper_value=3.0, our_value=3.0, unit="GMACs", verdict="reproduced")
     rep.write()

@@ -71,6 +71,8 @@ def reports_dir_for(profile: str) -> Path:
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: appended to the profile cell of a ``timed`` claim in the ledger (and read back by :func:`timed_claims`)
 TIMED_MARK = " (timed)"
+#: put before the why of a timed claim whose figures were measured under load
+UNDER_LOAD_MARK = "**timed under load**"
 _NOTEBOOK_MARK = re.compile(r"^<!-- notebook: (?P<name>.+?) -->\s*$")
 
 
@@ -120,7 +122,10 @@ class Claim:
     measured (efficiency claims are measured at the paper's scale in every profile).
     ``timed`` marks a verdict decided by wall-clock measurements on the machine that ran the
     notebook (throughput, time shares): such a verdict may legitimately differ on other hardware,
-    so :func:`main`'s check lists its changes without failing on them.
+    so :func:`main`'s check lists its changes without failing on them. A timed claim must carry
+    ``load``, the conditions its figures were timed under
+    (:func:`tokenprune.measure.throughput.load_record`: load averages, other processes' cores, round
+    spread, warnings); one timed under load says so in the ledger (:data:`UNDER_LOAD_MARK` before its why).
     """
 
     id: str
@@ -136,6 +141,7 @@ class Claim:
     why: str = ""
     test: str = ""
     timed: bool = False
+    load: dict | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id or re.search(r"[\s|`]", self.id):
@@ -151,6 +157,13 @@ class Claim:
                 raise ValueError(f"{name} must be a string, got {type(getattr(self, name)).__name__}")
         if not isinstance(self.timed, bool):
             raise ValueError(f"claim {self.id}: timed must be True or False, got {self.timed!r}")
+        if self.timed and not (isinstance(self.load, dict) and "under_load" in self.load):
+            raise ValueError(f"claim {self.id}: a timed claim needs load, the conditions it was timed under "
+                             "(tokenprune.measure.throughput.load_record(results)), got {self.load!r}")
+        if not self.timed and self.load is not None:
+            raise ValueError(f"claim {self.id}: load is recorded for timed claims only")
+        if self.load is not None:
+            self.load = to_jsonable(dict(self.load))
         if not self.statement.strip():
             raise ValueError(f"claim {self.id}: statement must not be empty")
         if self.verdict in NEEDS_WHY and not self.why.strip():
@@ -458,10 +471,18 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
                 _cell(c.get("unit", "")),
                 _cell(c.get("profile", "")) + (TIMED_MARK if c.get("timed") else ""),
                 c["verdict"],
-                _cell(c.get("why", "")),
+                _cell(_why_with_load(c)),
             ]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _why_with_load(c: Mapping[str, Any]) -> str:
+    """A claim's why, preceded by :data:`UNDER_LOAD_MARK` and the load warnings when it was timed under load."""
+    load = c.get("load") or {}
+    if not load.get("under_load"):
+        return c.get("why", "")
+    return f"{UNDER_LOAD_MARK} ({'; '.join(load.get('warnings', []))}): {c.get('why', '')}"
 
 
 def write_ledger(reports_dir: str | os.PathLike[str] = "reports") -> Path:

@@ -426,7 +426,8 @@ def clustering_overhead(results: list, shares: dict, macs: dict, keep_rates: Seq
                          "throughput_low": row["speedup_low"], "throughput_high": row["speedup_high"],
                          "operator_time_share": float(sh.mean()), "evit_operator_time_share": float(ev_sh.mean()),
                          "extra_share": extra.estimate, "extra_share_low": extra.low,
-                         "extra_share_high": extra.high, "passes": n})
+                         "extra_share_high": extra.high, "passes": n,
+                         **{k: row[k] for k in bench.LOAD_COLUMNS}})
     return pd.DataFrame(rows)
 
 
@@ -438,6 +439,7 @@ def file_speed_claims(rep: Any, overhead: pd.DataFrame, cpu: str, device: str, b
         decision = Premise("at least 3 timed passes", row.passes >= 3, f"{row.passes}").gate(
             rule.decide(row.extra_share * 100, row.extra_share_low * 100, row.extra_share_high * 100))
         rep.add_claim(id=f"bat.speed.clustering_cost.keep{row.keep_rate:g}", paper="bat", timed=True,
+                      load=bench.load_from_row(row._asdict()),
                       statement=f"At keep rate {row.keep_rate:g} BAT's clustering costs no more than EViT's fusion "
                                 "(the same printed GMACs): less than 5% of the forward time beyond EViT's operator",
                       source="BAT Table 1 (equal MAC columns); audit", paper_value=0.0,

@@ -238,7 +238,7 @@ def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float, pap
             f"profile {rep.profile!r} does not time {model_name} at keep {keep:g}"))
         return
     row = sel.iloc[0]
-    rep.add_claim(**claim, timed=True, our_value=round(row.speedup, 3),
+    rep.add_claim(**claim, timed=True, load=bench.load_from_row(row), our_value=round(row.speedup, 3),
                   ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)], unit="x speedup",
                   decision=verdicts.AtLeast(paper_speedup, 0.85, what="speedup").decide(row.speedup),
                   why=f"median images/s over interleaved rounds, bootstrap interval over per-round ratios; measured on "
@@ -781,7 +781,7 @@ def tokens_to_tokens(rep: Any, st: SmallViT, cfg: Any, P: dict, keeps: Sequence[
     sel = speed[(speed.model == cfg.t2t_bench_model) & (speed.config == "tokens_to_tokens")].iloc[0]
     decision = verdicts.Premise("at least 3 timing rounds", bool(sel["rounds"] >= 3), f"{sel['rounds']} rounds").gate(
         verdicts.Direction("<", threshold=1.0, unit="x").decide(sel.speedup, sel.speedup_low, sel.speedup_high))
-    rep.add_claim(id="evit.t10.t2t_slower", paper="evit", timed=True,
+    rep.add_claim(id="evit.t10.t2t_slower", paper="evit", timed=True, load=bench.load_from_row(sel),
                   statement="Tokens-to-tokens attention is less efficient than [CLS]-to-tokens attention",
                   source="EViT Appendix, Table 10", paper_value=None, our_value=round(sel.speedup, 3),
                   ci=[round(sel.speedup_low, 3), round(sel.speedup_high, 3)],

@@ -830,7 +830,7 @@ def overlap_throughput(rep, deit_models: dict, cfg: SimpleNamespace, device: str
     speed = pd.DataFrame(bench.speedup_table(res, macs_b, seed=cfg.seed))
     row = speed[speed.config == "overlap + variance r=0.6"].iloc[0]
     premise = verdicts.Premise("at least 3 timing rounds", cfg.bench_rounds >= 3, f"{cfg.bench_rounds} round(s)")
-    rep.add_claim(id="varmedad.obj6.overlap_throughput", paper="varmedad", timed=True,
+    rep.add_claim(id="varmedad.obj6.overlap_throughput", paper="varmedad", timed=True, load=bench.load_from_row(row),
                   statement="With the overlapping embedding and r = 0.6, throughput is comparable to the unpruned "
                             "196-token DeiT-S",
                   source="arXiv 2507.19175 abstract ('comparable throughput'); review minor comment 4",
