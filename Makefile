@@ -35,9 +35,11 @@ reproduce: models
 test: data
 	$(PY) -m pytest -q
 
-## bench: EViT DeiT-S throughput side by side (not part of the tests)
+## bench: the speed-target table of the README, EViT DeiT-S side by side (not part of the tests);
+## EVIT=/path/to/a/checkout/of/youweiliang/evit adds the official evit.py to every run
 bench: install
-	$(PY) -m tokenprune bench --model deit_small_patch16_224 --keep 1.0 0.9 0.8 0.7 0.6 0.5 --batch 32
+	$(PY) -m tokenprune bench --model deit_small_patch16_224 --keep 1.0 0.7 0.5 --batch 1 8 32 64 \
+	    --dtype fp32 bf16 --targets $(if $(EVIT),--official-evit $(EVIT))
 
 clean-staging:
 	rm -rf reports/.staging-* reports/.old-* reports/.failed-*

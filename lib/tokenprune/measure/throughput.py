@@ -132,8 +132,8 @@ def benchmark(models: dict[str, torch.nn.Module], batch: int = 32, img_size: int
 
 def speedup_table(results: Sequence[BenchResult], macs: dict[str, float], baseline: Optional[str] = None,
                   seed: int = 0) -> list[dict]:
-    """Speedup of each configuration over ``baseline`` (default: the first), with a bootstrap interval over
-    the per-round ratios (rounds are interleaved, so round ``i`` of two configurations ran back to back),
+    """Speedup of each configuration over ``baseline`` (default: the first): the median of the per-round ratios
+    (rounds are interleaved, so round ``i`` of two configurations ran back to back) with a bootstrap interval,
     next to the MAC ratio and their quotient (1.0 = the speedup the MAC reduction promises). Every row also
     carries the run's :func:`load_record` flattened (``load_before``, ``load_after``, ``other_cores``,
     ``max_round_cv``, ``under_load``, ``load_warnings``), which :func:`load_from_row` turns back into the
@@ -149,7 +149,7 @@ def speedup_table(results: Sequence[BenchResult], macs: dict[str, float], baseli
     for r in results:
         ratios = np.asarray(r.rounds) / np.asarray(base.rounds)
         ci = bootstrap_ci(ratios, stat=np.median, seed=seed)
-        speed = r.img_per_s / base.img_per_s
+        speed = float(np.median(ratios))  # the estimate the interval is about (not the ratio of the two medians)
         mac_ratio = macs[base.label] / macs[r.label]
         rows.append({"config": r.label, "img_per_s": r.img_per_s, "speedup": speed, "speedup_low": ci.low,
                      "speedup_high": ci.high, "mac_ratio": mac_ratio, "speedup_over_mac_ratio": speed / mac_ratio,
@@ -245,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="autocast dtypes, one run each (EViT: fp32; default: %(default)s)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s")
     ap.add_argument("--rounds", type=_positive_int, default=7, help="interleaved timed rounds (default: %(default)s)")
-    ap.add_argument("--iters", type=_positive_int, default=2, help="batches per configuration and round (default: %(default)s)")
+    ap.add_argument("--iters", type=_positive_int, default=None,
+                    help=f"batches per configuration and round (default: enough for {MIN_IMAGES_PER_ROUND} images, at "
+                         "least 2, so that small batches are not timed on a few milliseconds)")
     ap.add_argument("--warmup", type=int, default=2, help="untimed passes per configuration first (default: %(default)s)")
     ap.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--official-evit", metavar="DIR", default=None,
@@ -302,6 +304,14 @@ def _build_models(args, ap) -> tuple[dict, dict, dict]:
     return models, macs, pairs
 
 
+#: images per configuration and round when --iters is not given
+MIN_IMAGES_PER_ROUND = 32
+
+
+def _iters(args, batch: int) -> int:
+    return args.iters or max(2, -(-MIN_IMAGES_PER_ROUND // batch))
+
+
 def _target(batch: int) -> float:
     return SPEEDUP_PER_MAC_TARGET.get(batch, SPEEDUP_PER_MAC_TARGET["other"])
 
@@ -319,7 +329,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     hw = hardware()
     print(f"# {args.model}, {args.scorer} + {args.reducer}; {args.device}, {torch.get_num_threads()} threads; "
           f"{hw['cpu_model']}{', ' + ', '.join(hw['gpus']) if hw['gpus'] else ''}; median of {args.rounds} interleaved "
-          f"rounds x {args.iters} batches; speedup (95 % bootstrap interval over rounds) and MAC ratio relative to "
+          f"rounds x {args.iters or f'max(2, {MIN_IMAGES_PER_ROUND} / batch)'} batches; speedup (95 % bootstrap interval over rounds) and MAC ratio relative to "
           f"keep={args.keep[0]:g}" + ("; ours / official: our img/s over the official evit.py's, same run" if pairs else ""))
     head = (f"{'dtype':<5} {'batch':>5} {'keep':>5} {'GMACs':>6} {'img/s':>8} {'speedup [95 % CI]':>24} {'MAC ratio':>9} "
             f"{'speedup/MAC ratio [95 % CI]':>28}" + (f" {'ours/official [95 % CI]':>26}" if pairs else "")
@@ -328,7 +338,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     for dtype in args.dtype:
         for batch in args.batch:
             res = benchmark(models, batch=batch, img_size=img, dtype=dtype, device=args.device,
-                            warmup=args.warmup, rounds=args.rounds, iters_per_round=args.iters)
+                            warmup=args.warmup, rounds=args.rounds, iters_per_round=_iters(args, batch))
             by_label = {b.label: b for b in res}
             table = {row["config"]: row for row in speedup_table(res, macs, baseline=f"keep={args.keep[0]:g}")}
             base = by_label[f"keep={args.keep[0]:g}"]
