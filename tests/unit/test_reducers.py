@@ -111,14 +111,102 @@ def test_cluster_all_keeps_n_clusters():
 
 
 def test_bipartite_merges_the_most_similar_pair_by_size_weighted_mean():
-    # tokens after [CLS]: t0 [1,0] (a), t1 [0,1] (b), t2 [0,1] (a, duplicates t1), t3 [-1,0.1] (b).
+    # ToMe's alternation over ALL tokens: a = {[CLS], t2 [0,1], t4 [-1,0.1]}, b = {t1 [1,0], t3 [0,1] (size 3)}.
+    # t2 matches t3 (cosine 1), t4 matches t3 (0.0995): r = 1 merges t2 into t3.
     x = torch.tensor([[[9.0, 9], [1, 0], [0, 1], [0, 1], [-1, 0.1]]])
     keys = x[:, None]  # one head, keys = features
     ctx = TokenContext(x=x, num_prefix_tokens=1, block_index=0, keys=keys, size=torch.tensor([[1.0, 1, 1, 3, 1]]),
                        source=torch.eye(5)[None])
     out = get_reducer("bipartite")(ctx, None, 3)
     assert out.x.shape == (1, 4, 2)
-    # [CLS], the kept a-token t0, then the b-tokens: t1 (absorbed t2, sizes 1 and 3) and t3
-    assert torch.allclose(out.x[0], torch.tensor([[9.0, 9], [1, 0], [0, 1], [-1, 0.1]]))
-    assert out.size.tolist() == [[1.0, 1.0, 4.0, 1.0]]
-    assert out.source[0, 2].tolist() == [0, 0, 1, 1, 0]
+    # cat([unm (sorted by index: [CLS], t4), b (t1, t3 + t2: sizes 3 and 1)])
+    assert torch.allclose(out.x[0], torch.tensor([[9.0, 9], [-1, 0.1], [1, 0], [0, 1]]))
+    assert out.size.tolist() == [[1.0, 1.0, 1.0, 4.0]]
+    assert out.source[0, 3].tolist() == [0, 0, 1, 1, 0]
+
+
+# --- ToMe's bipartite soft matching worked by hand (facebookresearch/ToMe, tome/merge.py) -----------------------
+#
+# 1 [CLS] + 4 patch tokens, 2-d keys (two heads whose mean is the key below):
+#   t0 [CLS] k = [1, 1]   t1 k = [1, 0]   t2 k = [0, 1]   t3 k = [1, 0.1]   t4 k = [0.1, 1]
+# a = tokens[0::2] = {t0, t2, t4}, b = tokens[1::2] = {t1, t3}. Cosines (normalised keys):
+#   t0 row: -inf (class_token=True; unprotected it would be 0.707 / 0.774, the best match of all)
+#   t2: t1 0, t3 0.0995 -> node_max 0.0995 -> t3;   t4: t1 0.0995, t3 0.198 -> node_max 0.198 -> t3
+# edge order (descending node_max): t4, t2, t0.
+# features x: t0 [10,10], t1 [1,2], t2 [3,4], t3 [5,6] (size 2), t4 [7,8]
+# r = 1: t4 -> t3: (2 [5,6] + [7,8]) / 3 = [17/3, 20/3], size 3; out = [t0, t2 | t1, t3'] (unm sorted, then b)
+# r = 2: t4, t2 -> t3: (2 [5,6] + [7,8] + [3,4]) / 4 = [5, 6], size 4; out = [t0 | t1, t3'']
+# r = 3 is clamped to (t - protected) // 2 = (5 - 1) // 2 = 2.
+
+def _hand_ctx():
+    k = torch.tensor([[1.0, 1], [1, 0], [0, 1], [1, 0.1], [0.1, 1]])
+    delta = torch.tensor([0.3, -0.2])
+    keys = torch.stack([k + delta, k - delta])[None]  # [1, 2 heads, 5, 2]: the head mean is k
+    x = torch.tensor([[[10.0, 10], [1, 2], [3, 4], [5, 6], [7, 8]]])
+    return TokenContext(x=x, num_prefix_tokens=1, block_index=0, keys=keys, size=torch.tensor([[1.0, 1, 1, 2, 1]]),
+                        source=torch.eye(5)[None])
+
+
+def test_tome_by_hand_r1():
+    out = get_reducer("bipartite")(_hand_ctx(), None, 3)  # 4 patch tokens keep 3: r = 1
+    assert torch.allclose(out.x[0], torch.tensor([[10.0, 10], [3, 4], [1, 2], [17 / 3, 20 / 3]]))
+    assert out.size.tolist() == [[1.0, 1.0, 1.0, 3.0]]
+    assert out.source[0].tolist() == [[1, 0, 0, 0, 0], [0, 0, 1, 0, 0], [0, 1, 0, 0, 0], [0, 0, 0, 1, 1]]
+    assert out.keep_idx.shape == (1, 0)
+
+
+def test_tome_by_hand_r2_and_clamp():
+    out = get_reducer("bipartite")(_hand_ctx(), None, 2)  # r = 2
+    assert torch.allclose(out.x[0], torch.tensor([[10.0, 10], [1, 2], [5, 6]]))
+    assert out.size.tolist() == [[1.0, 1.0, 4.0]]
+    assert out.source[0, 2].tolist() == [0, 0, 1, 1, 1]
+    from tokenprune.methods.tome import pair_merge
+
+    c = _hand_ctx()
+    clamped = pair_merge(c.x, c.size, None, c.keys.mean(1), 3, protected=1)  # r = 3 -> (5 - 1) // 2 = 2
+    assert torch.allclose(clamped[0], out.x)
+
+
+def test_tome_cls_would_merge_unprotected():
+    """Without protection (ToMe's class_token=False, BAT's pairing) the [CLS] row has the best match and merges."""
+    from tokenprune.methods.tome import pair_merge
+
+    c = _hand_ctx()
+    x, size, _ = pair_merge(c.x, c.size, None, c.keys.mean(1), 1, protected=0)
+    # t0 -> t3 (cosine 0.774): out = unm in score order (t4, t2), then b (t1, t3 + t0)
+    assert torch.allclose(x[0], torch.tensor([[7.0, 8], [3, 4], [1, 2], [20 / 3, 22 / 3]]))
+    assert size.tolist() == [[1.0, 1.0, 1.0, 3.0]]
+
+
+def test_tome_two_protected_tokens_stay_in_front():
+    """ToMe with a distillation token: [CLS] (a) and dist (b) never merge and come out first, in their order."""
+    from tokenprune.methods.tome import pair_merge
+
+    g = torch.Generator().manual_seed(0)
+    x, k = torch.randn(1, 12, 4, generator=g), torch.randn(1, 12, 3, generator=g)
+    k[0, 1] = k[0, 2] * 5  # the dist token is every a-token's ideal match: protected anyway
+    out, size, src = pair_merge(x, torch.ones(1, 12), torch.eye(12)[None], k, 5, protected=2)
+    assert out.shape == (1, 7, 4) and torch.equal(out[0, :2], x[0, :2])
+    assert size[0, :2].tolist() == [1.0, 1.0] and torch.equal(src.sum(1), torch.ones(1, 12))
+
+
+def test_tome_schedule_merges_r_per_block():
+    from tokenprune.core.schedule import num_keep
+    from tokenprune.methods.tome import tome_schedule
+
+    rates, locs = tome_schedule(13)
+    assert locs == tuple(range(1, 13)) and len(rates) == 12
+    n, counts = 196, []
+    for r in rates:
+        n = num_keep(n, r) if r < 1 else n
+        counts.append(n)
+    assert counts == [196 - 13 * (i + 1) for i in range(12)]  # 183, 170, ..., 40
+    rates, _ = tome_schedule(30, num_patches=16, depth=3)  # the clamp: 16 -> 8 -> 4 -> 2
+    n, counts = 16, []
+    for r in rates:
+        n = num_keep(n, r)
+        counts.append(n)
+    assert counts == [8, 4, 2]
+    assert tome_schedule(0, 10, 2)[0] == (1.0, 1.0)
+    with pytest.raises(ValueError, match="r: expected"):
+        tome_schedule(-1)
