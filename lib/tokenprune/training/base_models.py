@@ -65,6 +65,7 @@ __all__ = [
     "checkpoint_paths",
     "build_model",
     "load_recipe_data",
+    "eval_data",
     "save_checkpoint",
     "load_checkpoint",
     "verify_checkpoint",
@@ -283,6 +284,27 @@ def load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike]
     from tokenprune.data.datasets import load_dataset
 
     return load_dataset(recipe.dataset, root=data_root, **kw)
+
+
+def eval_data(recipe: TrainRecipe, n: Optional[int] = None, data_root: Optional[str | os.PathLike] = None) -> Any:
+    """The test split a recipe's model is evaluated on: the recipe's own data, every generator setting included
+    (for SynthBirds its scale range, rotation, distractors and colour jitter), so a model is never evaluated on
+    data of another recipe. ``n``: only the first ``n`` test images (SynthBirds generates just those: test image
+    ``i`` depends only on the seed, ``i`` and the settings, not on the sizes of the other splits); more than the
+    recipe's test split holds is refused."""
+    kw = dict(recipe.dataset_kwargs)
+    if recipe.dataset == "synth_birds":
+        from tokenprune.data.synthetic import part_dataset
+
+        n_test = int(kw.pop("n_test"))
+        kw.pop("n_train"), kw.pop("n_val")
+        if n is not None and not 0 <= n <= n_test:
+            raise ValueError(f"n: the recipe {recipe.name!r} has {n_test} test images, asked for {n}")
+        return part_dataset(0, 0, n_test if n is None else n, **kw)["test"]
+    test = load_recipe_data(recipe, data_root)["test"]
+    if n is not None and not 0 <= n <= len(test):
+        raise ValueError(f"n: the recipe {recipe.name!r} has {len(test)} test images, asked for {n}")
+    return test if n is None else test.select(range(n))
 
 
 def _stored_prefixes(recipe: TrainRecipe, model: nn.Module) -> Optional[list[str]]:

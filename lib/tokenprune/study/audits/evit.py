@@ -47,7 +47,12 @@ __all__ = ["PARAMETERS", "PROFILES", "KEEP_RATES", "check_inputs", "observed_sta
            "finetune_copy", "finetune_conditions", "finetune_claims", "synthbirds_sweep", "mask_quality",
            "locations_at_matched_macs", "tokens_to_tokens", "oracle_at_block1", "higher_resolution", "centre_square",
            "masks_figure_photos", "masks_figure_datasets", "small_vit_throughput", "figure_macs", "figure_throughput",
-           "figure_accuracy_vs_macs", "figure_throughput_vs_accuracy", "figure_finetune_seeds"]
+           "figure_accuracy_vs_macs", "figure_throughput_vs_accuracy", "figure_finetune_seeds", "SPEEDUP_TOLERANCE",
+           "speedup_decision", "FUSION_MAC_PRECISION", "ORACLE_MAC_TOLERANCE_PP", "parameter_counts",
+           "no_parameters_claim", "fusion_overhead_claim", "oracle_init_macs_claim", "dynamicvit_claims",
+           "analytic_claims", "pending_training_claims", "paper_fusion_side", "fusion_claim", "fusion_claims",
+           "TOP5_CEILING", "top5_correct", "top5_view", "add_top5", "top5_claim", "removal_claim",
+           "own_test_premise", "oracle_premise", "training_throughput"]
 
 #: name -> meaning of every setting of :data:`PROFILES`
 PARAMETERS: dict[str, str] = {
@@ -86,6 +91,7 @@ PARAMETERS: dict[str, str] = {
     "n_dataset_images": "images per dataset in Figure 3 (§12)",
     "small_bench_batch": "images per timed batch of the small ViT (§9, §13)",
     "small_bench_rounds": "timing rounds of the small ViT (§9, §13)",
+    "train_bench_rounds": "interleaved rounds of the small ViT's training-throughput timing (Table 11, §13)",
     "t2t_bench_model": "the timm model on which tokens-to-tokens attention is timed (§9)",
     "t2t_bench_batch": "images per timed batch of t2t_bench_model (§9)",
     "t2t_bench_rounds": "timing rounds of t2t_bench_model (§9)",
@@ -105,11 +111,11 @@ PROFILES: dict[str, dict[str, Any]] = {
     "smoke":   {"seed": 0, "batch": 2, "bench_rounds": 1, "bench_models": ["deit_small_patch16_224"], "dtype": "fp32",
                 "bench_keep_rates": [1.0, 0.7], "bench_keep_rates_deit_b": [1.0, 0.8], "batch_deit_b": 2,
                 "measure_macs": False, "warmup": 0,
-                **_SMALL, "sweep_keep_rates": [0.7, 0.5],
+                **_SMALL, "sweep_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5],
                 "base_model": "small_vit_fmnist_smoke", "parts_model": "small_vit_parts_smoke", "eval_images": 64,
                 "parts_eval_images": 32, "eval_batch": 64, "finetune_images": 32, "finetune_seeds": [0, 1, 2],
                 "ft_batch": 32, "oracle_images": 16, "oracle_img_size": 56, "photo_size": 112, "n_photos": 2,
-                "n_dataset_images": 2, "small_bench_batch": 8, "small_bench_rounds": 1,
+                "n_dataset_images": 2, "small_bench_batch": 8, "small_bench_rounds": 1, "train_bench_rounds": 1,
                 "t2t_bench_model": "deit_tiny_patch16_224", "t2t_bench_batch": 1, "t2t_bench_rounds": 1, **_PATHS},
     "default": {"seed": 0, "batch": 32, "bench_rounds": 5,
                 "bench_models": ["deit_small_patch16_224", "deit_base_patch16_224"], "dtype": "fp32",
@@ -119,7 +125,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "base_model": "small_vit_fmnist", "parts_model": "small_vit_parts", "eval_images": 2000,
                 "parts_eval_images": 1000, "eval_batch": 500, "finetune_images": 1536, "finetune_seeds": [0, 1, 2],
                 "ft_batch": 128, "oracle_images": 1000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5,
-                "n_dataset_images": 4, "small_bench_batch": 64, "small_bench_rounds": 3,
+                "n_dataset_images": 4, "small_bench_batch": 64, "small_bench_rounds": 3, "train_bench_rounds": 5,
                 "t2t_bench_model": "deit_small_patch16_224", "t2t_bench_batch": 8, "t2t_bench_rounds": 5, **_PATHS},
     "paper":   {"seed": 0, "batch": 64, "bench_rounds": 10,
                 "bench_models": ["deit_small_patch16_224", "deit_base_patch16_224"], "dtype": "fp32",
@@ -132,10 +138,10 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "finetune_seeds": [0, 1, 2, 3, 4], "ft_batch": 128,
                 "side_keep_rates": [0.7, 0.5], "parts_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3],
                 "oracle_images": 10000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5, "n_dataset_images": 6,
-                "small_bench_batch": 256, "small_bench_rounds": 10, "t2t_bench_model": "deit_small_patch16_224",
+                "small_bench_batch": 256, "small_bench_rounds": 10, "train_bench_rounds": 10, "t2t_bench_model": "deit_small_patch16_224",
                 "t2t_bench_batch": 64, "t2t_bench_rounds": 10, **_PATHS},
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
-    "ranges": {"batch": (1, None), "bench_rounds": (1, None), "batch_deit_b": (1, None), "warmup": (0, None), "ft_keep": (0.001, 1.0), "finetune_epochs": (0.0, None), "ft_lr": (0.0, None), "ft_warmup_frac": (0.0, 1.0), "oracle_keep": (0.001, 1.0), "hires_img_size": (1, None), "margin_pp": (0.0, None), "eval_images": (1, None), "parts_eval_images": (1, None), "eval_batch": (1, None), "finetune_images": (1, None), "ft_batch": (1, None), "oracle_images": (1, None), "oracle_img_size": (1, None), "photo_size": (1, None), "n_photos": (0, None), "n_dataset_images": (0, None), "small_bench_batch": (1, None), "small_bench_rounds": (1, None), "t2t_bench_batch": (1, None), "t2t_bench_rounds": (1, None), "paper_eval_images": (0, None), "bench_keep_rates": (0.001, 1.0), "bench_keep_rates_deit_b": (0.001, 1.0), "sweep_keep_rates": (0.001, 1.0), "side_keep_rates": (0.001, 1.0), "parts_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "seed": (0, None)},
+    "ranges": {"batch": (1, None), "bench_rounds": (1, None), "batch_deit_b": (1, None), "warmup": (0, None), "ft_keep": (0.001, 1.0), "finetune_epochs": (0.0, None), "ft_lr": (0.0, None), "ft_warmup_frac": (0.0, 1.0), "oracle_keep": (0.001, 1.0), "hires_img_size": (1, None), "margin_pp": (0.0, None), "eval_images": (1, None), "parts_eval_images": (1, None), "eval_batch": (1, None), "finetune_images": (1, None), "ft_batch": (1, None), "oracle_images": (1, None), "oracle_img_size": (1, None), "photo_size": (1, None), "n_photos": (0, None), "n_dataset_images": (0, None), "small_bench_batch": (1, None), "small_bench_rounds": (1, None), "train_bench_rounds": (1, None), "t2t_bench_batch": (1, None), "t2t_bench_rounds": (1, None), "paper_eval_images": (0, None), "bench_keep_rates": (0.001, 1.0), "bench_keep_rates_deit_b": (0.001, 1.0), "sweep_keep_rates": (0.001, 1.0), "side_keep_rates": (0.001, 1.0), "parts_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "seed": (0, None)},
     "choices": {"dtype": ["fp32", "bf16"], "bench_models": ["deit_tiny_patch16_224", "deit_small_patch16_224",
                                                              "deit_base_patch16_224"]},
 }
@@ -200,6 +206,225 @@ def mac_table(keep_rates: Sequence[float], measure: bool) -> pd.DataFrame:
     return macs
 
 
+#: fusion "adds no computational overhead" (Sec. 4.2): reproduced when the fused and the dropped model print the same
+#: GMACs at the paper's precision (0.1 GMACs: EViT's tables give one MAC figure for both) at every keep rate of Table 2.
+#: The precision is the paper's own, not chosen from our count (a 1 % tolerance, looked at after the count, sat on the
+#: +0.85 .. +1.16 % that one extra token costs)
+FUSION_MAC_PRECISION = 0.1
+#: Table 6's "-36 %" (text): reproduced when a keep rate of Table 2 comes within this many points of it (the text
+#: rounds to whole percent; torchprofile and our count differ by up to ~1 % of the MACs)
+ORACLE_MAC_TOLERANCE_PP = 1.0
+
+
+def parameter_counts(model: torch.nn.Module) -> dict:
+    """Parameters (elements and tensors) and buffers (elements and tensors) of ``model``, and their names."""
+    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+    return {"parameters": sum(p.numel() for p in params.values()), "parameter_tensors": len(params),
+            "buffer_elements": sum(b.numel() for b in buffers.values()), "buffers": len(buffers),
+            "names": sorted(params) + sorted(buffers)}
+
+
+def no_parameters_claim(rep: Any, model: Optional[torch.nn.Module] = None) -> dict:
+    """File "EViT brings no additional parameters": the parameter and buffer counts of ``model`` (default: timm's
+    DeiT-S) before and after :func:`tokenprune.patch` at keep 0.7, and whether ``patch`` registered any new
+    parameter or buffer name. A deterministic check (:class:`~tokenprune.study.verdicts.Exact` on the counts)."""
+    m = model if model is not None else timm.create_model("deit_small_patch16_224")
+    arch = getattr(m, "default_cfg", {}).get("architecture") or type(m).__name__
+    before = parameter_counts(m)
+    patch(m, keep_rate=0.7)
+    after = parameter_counts(m)
+    new = sorted(set(after["names"]) - set(before["names"]))
+    want = {k: v for k, v in before.items() if k != "names"} | {"new_names": []}
+    got = {k: v for k, v in after.items() if k != "names"} | {"new_names": new}
+    rep.add_claim(id="evit.params.no_additional", paper="evit",
+                  statement="EViT brings no additional parameters into the ViT",
+                  source="EViT Sec. 1, Sec. 2 and Conclusion", paper_value=0,
+                  our_value=int(after["parameters"] - before["parameters"]),
+                  unit="parameters added by tokenprune.patch (patched - unpatched)",
+                  decision=verdicts.Exact(want, what="parameter and buffer counts of the patched model").decide(got),
+                  why=f"deterministic count on {arch} ({before['parameters']} parameters in "
+                      f"{before['parameter_tensors']} tensors, {before['buffers']} buffers before patching; "
+                      f"{after['parameters']} / {after['parameter_tensors']} / {after['buffers']} after)")
+    return {"before": want, "after": got}
+
+
+def fusion_overhead_claim(rep: Any, macs: pd.DataFrame, model_name: str = "deit_small_patch16_224",
+                          precision: float = FUSION_MAC_PRECISION) -> pd.DataFrame:
+    """File "inattentive-token fusion adds no computational overhead": fused and dropped analytic GMACs at every keep
+    rate of Table 2 (``macs``: :func:`mac_table`), reproduced when both round to the same figure at ``precision``
+    (the paper's print precision) at every rate; the relative excess is reported beside it."""
+    t = macs[(macs.model == model_name) & (macs.keep_rate < 1.0)]
+    t = t[t.keep_rate.isin(list(_DEIT_S["keep"]))]
+    piv = t.pivot_table(index="keep_rate", columns="reducer", values="gmacs").sort_index(ascending=False)
+    excess = piv["fuse_attention"] / piv["drop"] - 1
+    printed = (piv / precision).round().astype(int)
+    same = printed["fuse_attention"] == printed["drop"]
+    worst_k = float(excess.idxmax())
+    shown = ", ".join(f"{k:g}: {piv.loc[k, 'fuse_attention']:.3f} vs {piv.loc[k, 'drop']:.3f} ({v:+.2%})"
+                      for k, v in excess.items())
+    differ = [f"{k:g}" for k in piv.index[~same.to_numpy()]]
+    rep.add_claim(id=f"evit.t2.fusion_no_overhead.{_SHORT.get(model_name, model_name)}", paper="evit",
+                  statement="Inattentive-token fusion introduces no additional computational overhead compared with "
+                            "dropping the inattentive tokens",
+                  source="EViT Sec. 4.2 (inattentive token fusion) and Appendix (Table 9)", paper_value=0.0,
+                  our_value=round(float(excess.max()), 5), unit="fused / dropped analytic MACs - 1 (largest over keep "
+                                                                 "0.9-0.5)",
+                  decision=verdicts.Condition(
+                      f"reproduced when the fused and the dropped model's analytic GMACs round to the same figure at "
+                      f"the paper's precision ({precision:g} GMACs) at every keep rate of Table 2 ({model_name}, 224 px)"
+                  ).decide(bool(same.all()),
+                           f"at keep {', '.join(differ)} the fused model prints more GMACs; the fused token is one more "
+                           f"token in every later block" if differ else ""),
+                  why=f"analytic GMACs fused vs dropped per keep rate: {shown}; at keep {worst_k:g} fusion costs "
+                      f"{excess.max():+.2%}")
+    out = excess.rename("fused_over_dropped_minus_1").reset_index()
+    out["same_printed_gmacs"] = same.to_numpy()
+    return out
+
+
+def oracle_init_macs_claim(rep: Any, macs: pd.DataFrame, tolerance_pp: float = ORACLE_MAC_TOLERANCE_PP) -> dict:
+    """Table 6's MAC half ("reducing its computation cost by 36 %"): the keep rates of Table 2 on DeiT-S at blocks
+    4/7/10 (fused) and their analytic MAC reductions; reproduced when one comes within ``tolerance_pp`` points. The
+    keep rate of Table 6 is not in our sources, so every keep rate of Table 2 may match."""
+    want = 100 * EVIT_TEXT["oracle_init_deit_s"]["mac_reduction"]
+    t = macs[(macs.model == "deit_small_patch16_224") & (macs.reducer == "fuse_attention")].set_index("keep_rate")
+    base = float(t.loc[1.0, "gmacs"])
+    red = {float(k): 100 * (1 - float(t.loc[k, "gmacs"]) / base) for k in sorted(_DEIT_S["keep"], reverse=True)}
+    k_best = min(red, key=lambda k: abs(red[k] - want))
+    m = patch(timm.create_model("deit_small_patch16_224"), keep_rate=0.7)
+    k_need = flops.keep_rate_for_macs(m, (1 - want / 100) * base * 1e9)
+    shown = ", ".join(f"{k:g}: -{v:.1f} %" for k, v in red.items())
+    rep.add_claim(id="evit.t6.oracle_init_mac_reduction", paper="evit",
+                  statement=f"EViT-DeiT-S guided by an oracle reduces DeiT-S's computation cost by {want:.0f} % (MACs)",
+                  source="EViT Sec. 1 and Sec. 4.2 (Table 6)", paper_value=want, our_value=round(red[k_best], 2),
+                  unit="% fewer analytic MACs than DeiT-S (nearest keep rate of Table 2)",
+                  decision=verdicts.Condition(
+                      f"reproduced when a keep rate of Table 2 (0.9-0.5, blocks 4/7/10, fused, 224 px) reduces DeiT-S's "
+                      f"analytic MACs by {want:.0f} +- {tolerance_pp:g} points").decide(
+                      abs(red[k_best] - want) <= tolerance_pp,
+                      f"no keep rate of Table 2 gives -{want:.0f} %: the nearest, keep {k_best:g}, gives "
+                      f"-{red[k_best]:.1f} % (the printed 4.6 -> 3.0 GMACs of keep 0.7: "
+                      f"-{100 * (1 - _DEIT_S['keep'][0.7]['gmacs'] / _DEIT_S['baseline']['gmacs']):.1f} %)"),
+                  why=f"Table 6's keep rate is not in our sources; -{want:.0f} % needs keep {k_need:.3f} at 4/7/10; "
+                      f"per keep rate: {shown}")
+    return {"reductions": red, "nearest": k_best, "keep_needed": k_need}
+
+
+def dynamicvit_claims(rep: Any, macs: pd.DataFrame, keep: float = 0.7) -> pd.DataFrame:
+    """Table 7's analytic half on DeiT-S at 224 px: EViT (fused, nothing added) against a DynamicViT-shaped model
+    (dropped tokens plus a DynamicViT-sized predictor, :class:`tokenprune.methods.learned.PredictorHead`, at each
+    of the locations 4/7/10): parameters (EViT fewer) and MACs at ``keep`` ("the same computational cost": within
+    0.1 GMACs, the paper's printed precision). Its accuracy needs training (see :func:`pending_training_claims`)."""
+    from tokenprune.methods import learned
+
+    t = macs[(macs.model == "deit_small_patch16_224") & (macs.keep_rate == keep)].set_index("reducer")
+    entering = [int(n) for n in t.loc["drop", "tokens"].split(" -> ")[:3]]   # patch tokens entering 4, 7, 10
+    m = timm.create_model("deit_small_patch16_224")
+    heads = [learned.PredictorHead(m.embed_dim) for _ in entering]
+    # DynamicViT: the unpatched DeiT-S plus its predictors; EViT: DeiT-S as tokenprune.patch leaves it
+    dyn_params = parameter_counts(m)["parameters"] + sum(parameter_counts(h)["parameters"] for h in heads)
+    evit_params = parameter_counts(patch(m, keep_rate=keep))["parameters"]
+    head_g = sum(learned.head_macs(h, n) for h, n in zip(heads, entering)) / 1e9
+    evit_g, dyn_g = float(t.loc["fuse_attention", "gmacs"]), float(t.loc["drop", "gmacs"]) + head_g
+    note = ("DynamicViT-shaped: tokenprune.methods.learned.PredictorHead (DynamicViT's PredictorLG, one score per "
+            "token instead of two log-probabilities) at blocks 4/7/10 of DeiT-S, tokens dropped")
+    rep.add_claim(id="evit.t7.fewer_params_than_dynamicvit", paper="evit",
+                  statement="EViT uses fewer parameters than DynamicViT", source="EViT Sec. 4.2 (Table 7)",
+                  paper_value=None, our_value=int(dyn_params - evit_params),
+                  unit="parameters (DynamicViT-shaped - EViT, DeiT-S)",
+                  decision=verdicts.Condition("reproduced when the patched EViT DeiT-S has fewer parameters than "
+                                              "the DynamicViT-shaped DeiT-S").decide(
+                      evit_params < dyn_params, f"EViT {evit_params} >= DynamicViT-shaped {dyn_params}"),
+                  why=f"counted: EViT {evit_params}, DynamicViT-shaped {dyn_params}; {note}; Table 7's own counts are "
+                      "not in our sources")
+    rep.add_claim(id=f"evit.t7.same_macs_as_dynamicvit.keep{keep:g}", paper="evit",
+                  statement=f"EViT and DynamicViT are compared at the same computational cost (keep {keep:g})",
+                  source="EViT Sec. 4.2 (Table 7)", paper_value=None, our_value=round(evit_g - dyn_g, 4),
+                  unit="GMACs (EViT - DynamicViT-shaped, DeiT-S, 224 px)",
+                  decision=verdicts.Condition("reproduced when the two analytic MAC counts differ by at most 0.1 "
+                                              "GMACs (the paper's printed precision)").decide(
+                      abs(evit_g - dyn_g) <= 0.1, f"EViT {evit_g:.3f} vs DynamicViT-shaped {dyn_g:.3f} GMACs"),
+                  why=f"EViT {evit_g:.3f} GMACs (fused token included); DynamicViT-shaped {dyn_g:.3f} (predictors "
+                      f"{head_g:.3f} on {entering} tokens); {note}")
+    return pd.DataFrame([{"model": "EViT", "keep_rate": keep, "parameters": evit_params, "gmacs": evit_g},
+                         {"model": "DynamicViT-shaped", "keep_rate": keep, "parameters": dyn_params, "gmacs": dyn_g}])
+
+
+def analytic_claims(rep: Any, macs: pd.DataFrame) -> pd.DataFrame:
+    """The claims decided by counting at the paper's scale: no additional parameters, fusion's MAC overhead,
+    Table 6's MAC reduction and Table 7's parameters and MACs. Returns Table 7's analytic comparison."""
+    no_parameters_claim(rep)
+    fusion_overhead_claim(rep, macs)
+    oracle_init_macs_claim(rep, macs)
+    return dynamicvit_claims(rep, macs)
+
+
+_PENDING = "pending issue 14 (real training): "
+_IMAGENET_FT = ("EViT's fine-tuning of DeiT-S on ImageNet-1k (tokenprune.training.base_models.paper_recipes: 30 epochs, "
+                "8 GPUs, torchrun) or its 300-epoch training from scratch (16 A100s in the paper)")
+
+
+def pending_training_claims(rep: Any, skip: Sequence[str] = ("evit.top1.deit_s.keep0.7",)) -> list[str]:
+    """The claims of Tables 2, 4, 6, 7, 8, 9 and 12 that need a model trained with EViT at the paper's scale, each
+    ``not testable here`` with what it would take (``skip``: ids filed elsewhere). Returns the ids filed."""
+    claims = []
+    for k in sorted(_DEIT_S["keep"], reverse=True):
+        pk = _DEIT_S["keep"][k]
+        for red, col, with_ in (("fused", "top1", "with"), ("dropped", "top1_no_fusion", "without")):
+            cid = f"evit.top1.deit_s.keep{k:g}" + ("" if red == "fused" else ".dropped")
+            claims.append(dict(id=cid, statement=f"DeiT-S trained with EViT at keep {k:g} {with_} fusion reaches "
+                                                 f"{pk[col]} % ImageNet top-1",
+                               source="EViT README / Table 2", paper_value=pk[col], unit="% top-1",
+                               why=f"{_IMAGENET_FT} at keep {k:g} {with_} fusion, then ImageNet val (the paper profile "
+                                   "evaluates a given checkpoint: -p evit_weights)"))
+    e4 = EVIT_TEXT["longer_training_epochs"]
+    claims += [
+        dict(id="evit.t4.longer_training_improves", source="EViT Sec. 4.2 (Table 4)", paper_value=None, unit="% top-1",
+             statement=f"EViT-DeiT-S at keep 0.7 improves steadily when trained for {e4[0]} and {e4[1]} epochs instead "
+                       "of 300 (Table 4's numbers are not in our sources)",
+             why=f"three trainings from scratch of EViT-DeiT-S at keep 0.7 on ImageNet-1k (300, {e4[0]}, {e4[1]} "
+                 "epochs, 16 A100s in the paper), a seed each at least"),
+        dict(id="evit.t6.oracle_init_accuracy", source="EViT Sec. 1 and Sec. 4.2 (Table 6)",
+             paper_value=EVIT_TEXT["oracle_init_deit_s"]["top1_after"], unit="% top-1",
+             statement=f"EViT-DeiT-S initialised from a trained DeiT-S (the oracle) raises top-1 from "
+                       f"{EVIT_TEXT['oracle_init_deit_s']['top1_before']} to "
+                       f"{EVIT_TEXT['oracle_init_deit_s']['top1_after']} % (its MAC half: "
+                       "evit.t6.oracle_init_mac_reduction)",
+             why=f"{_IMAGENET_FT}, initialised from the trained DeiT-S, with the vanilla EViT setup"),
+        dict(id="evit.t7.beats_dynamicvit_accuracy", source="EViT Sec. 4.2 (Table 7)", paper_value=None,
+             unit="top-1 points (EViT - DynamicViT)",
+             statement="EViT outperforms DynamicViT in top-1 at the same computational cost, fine-tuned and trained "
+                       "from scratch (Table 7's numbers are not in our sources; its analytic half: evit.t7.*)",
+             why="DynamicViT (predictors, distillation and KL losses from a teacher) and EViT each fine-tuned from "
+                 "DeiT-S and trained from scratch for 300 epochs on ImageNet-1k"),
+        dict(id="evit.t8.deit_b_cost_keep0.8", source="EViT Appendix (Table 8)",
+             paper_value=EVIT["deit_base_patch16_224"]["top1_drop_keep0.8_within"], unit="top-1 points lost",
+             statement=f"EViT-DeiT-B at keep 0.8 loses at most "
+                       f"{EVIT['deit_base_patch16_224']['top1_drop_keep0.8_within']:g} point of ImageNet top-1",
+             why="EViT-DeiT-B trained at keep 0.8 (and DeiT-B) on ImageNet-1k, evaluated on ImageNet val"),
+        dict(id="evit.t9.fusion_beats_drop_high_res", source="EViT Appendix (Table 9)", paper_value=None,
+             unit="top-1 / top-5 points (fused - dropped)",
+             statement="Trained on higher-resolution images, EViT with inattentive-token fusion outperforms plain "
+                       "removal, especially in top-5 (Table 9's numbers are not in our sources)",
+             why="EViT-DeiT-S trained at a higher resolution (e.g. 256 px) with and without fusion on ImageNet-1k, "
+                 "several seeds each (the differences are small)"),
+        dict(id="evit.t12.finetune_high_res", source="EViT Appendix (Table 12)", paper_value=None, unit="% top-1",
+             statement="EViT-DeiT-S fine-tuned from low- to high-resolution images (position embedding interpolated) "
+                       "works well, but training directly at the high resolution is better (Table 12's numbers are "
+                       "not in our sources)",
+             why="EViT-DeiT-S trained at 224 px, then fine-tuned at a higher resolution, against one trained at that "
+                 "resolution from scratch, on ImageNet-1k (§11 fine-tunes the small ViT only briefly)"),
+    ]
+    filed = []
+    for c in claims:
+        if c["id"] in skip:
+            continue
+        why = c.pop("why")
+        rep.add_claim(paper="evit", **c, decision=verdicts.not_testable(_PENDING + why))
+        filed.append(c["id"])
+    return filed
+
+
 def throughput_table(cfg: Any, device: str) -> pd.DataFrame:
     """Images/s of each of ``cfg.bench_models`` at its keep rates (interleaved rounds), the speedup over keep 1.0
     with a bootstrap interval over the per-round ratios, next to the MAC ratio and the paper's A100 images/s."""
@@ -226,9 +451,34 @@ def throughput_table(cfg: Any, device: str) -> pd.DataFrame:
     return pd.DataFrame(speed_rows)
 
 
+#: tolerance of the speedup claims, as a share of the paper's ratio (stated before any timing): our 95 % interval
+#: must meet paper x (1 +- SPEEDUP_TOLERANCE); 0.10 separates the claimed +50 % (DeiT-S) from +35 % and the +26 %
+#: of DeiT-B from +13 %, i.e. a much smaller speedup is not reproduced
+SPEEDUP_TOLERANCE = 0.10
+
+
+def speedup_decision(paper_speedup: float, estimate: float, low: float, high: float, rounds: int,
+                     tolerance: float = SPEEDUP_TOLERANCE) -> verdicts.Decision:
+    """A speedup claim: :class:`~tokenprune.study.verdicts.Magnitude` with the tolerance ``tolerance`` x the paper's
+    ratio, gated by two premises: at least 3 interleaved rounds, and an interval no wider than the tolerance band
+    (a noisier timing cannot tell the paper's ratio from one ``tolerance`` away, so it is inconclusive)."""
+    tol = round(tolerance * paper_speedup, 4)
+    rule = verdicts.Magnitude(paper_speedup, tol, unit=f"x (+-{tolerance:.0%} of the paper's ratio)")
+    width = high - low
+    return verdicts.Premise("at least 3 timing rounds", rounds >= 3, f"{rounds} round(s)").gate(
+        verdicts.Premise(f"the timing resolves +-{tolerance:.0%}: the 95 % interval is no wider than the band "
+                         f"({2 * tol:.3f})", bool(width <= 2 * tol),
+                         f"interval {_fmt_ci(estimate, low, high)} is {width:.3f} wide").gate(
+            rule.decide(estimate, low, high)))
+
+
+def _fmt_ci(estimate: float, low: float, high: float) -> str:
+    return verdicts.fmt_interval(estimate, low, high, nd=3, signed=False)
+
+
 def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float, paper_speedup: float, where: str) -> None:
-    """File the claim "EViT at ``keep`` is ``paper_speedup`` x as fast as the unpruned ``model_name``" (timed;
-    not testable where the profile does not time that keep rate)."""
+    """File the claim "EViT at ``keep`` is ``paper_speedup`` x as fast as the unpruned ``model_name``" (timed,
+    decided by :func:`speedup_decision`; not testable where the profile does not time that keep rate)."""
     short = _SHORT[model_name]
     claim = dict(id=f"evit.speedup.{short}.keep{keep:g}", paper="evit", source=where, paper_value=paper_speedup,
                  statement=f"EViT-{short} at keep {keep:g} is {paper_speedup - 1:.0%} faster than the unpruned model")
@@ -240,7 +490,8 @@ def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float, pap
     row = sel.iloc[0]
     rep.add_claim(**claim, timed=True, load=bench.load_from_row(row), our_value=round(row.speedup, 3),
                   ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)], unit="x speedup",
-                  decision=verdicts.AtLeast(paper_speedup, 0.85, what="speedup").decide(row.speedup),
+                  decision=speedup_decision(paper_speedup, row.speedup, row.speedup_low, row.speedup_high,
+                                            int(row["rounds"])),
                   why=f"median images/s over interleaved rounds, bootstrap interval over per-round ratios; measured on "
                       f"{hardware()['cpu_model']}, {row['device']}, batch {row['batch']}, {row['dtype']}; "
                       "the paper used an A100")
@@ -462,6 +713,74 @@ def _sweep(model, X, y, configs, seed, sweep_kw) -> tuple[pd.DataFrame, dict]:
     return table, P
 
 
+#: top-5 "at its ceiling": above this share (%) of images the unpruned model's top-5 cannot show a pruning cost
+TOP5_CEILING = 99.0
+
+
+def top5_correct(p: Predictions) -> np.ndarray:
+    """Per-image top-5 correctness (top-``C`` for fewer than 5 classes)."""
+    k = min(5, p.logits.shape[-1])
+    return (p.logits.topk(k, dim=-1).indices == p.labels[:, None]).any(-1).numpy()
+
+
+def top5_view(p: Predictions) -> Predictions:
+    """Predictions whose top-1 correctness is ``p``'s top-5 correctness (so :meth:`SmallViT.compare` and
+    :meth:`SmallViT.ci_row` give top-5 figures; their agreement column is then meaningless)."""
+    ok = torch.from_numpy(top5_correct(p))
+    n_cls = p.logits.shape[-1]
+    preds = torch.where(ok, p.labels, (p.labels + 1) % n_cls)
+    return Predictions(torch.nn.functional.one_hot(preds, n_cls).float(), p.labels)
+
+
+def add_top5(table: pd.DataFrame, P: dict, seed: int) -> pd.DataFrame:
+    """Adds top-5 (%, 95 % bootstrap interval) to a sweep table, from the predictions ``P`` by config."""
+    cis = [metrics.bootstrap_ci(top5_correct(P[c]).astype(float), seed=seed) for c in table.config]
+    for name, get in (("top5", lambda ci: ci.estimate), ("top5_low", lambda ci: ci.low),
+                      ("top5_high", lambda ci: ci.high)):
+        table[name] = [100 * get(ci) for ci in cis]
+    return table
+
+
+def top5_claim(rep: Any, st: SmallViT, P: dict, keep: float = 0.7) -> None:
+    """File "EViT at ``keep`` keeps top-5 accuracy" off the shelf: fused minus unpruned top-5, equivalent within
+    ``st.margin_pp`` (TOST), gated by the premise that the unpruned top-5 is below :data:`TOP5_CEILING` (with 10
+    classes top-5 is nearly always right, whatever the pruning)."""
+    cid = f"evit.t2.top5_kept.keep{keep:g}.off_the_shelf"
+    claim = dict(id=cid, paper="evit", source="EViT Table 2 (top-5 column; its values are not in our sources)",
+                 statement=f"EViT at keep {keep:g} keeps top-5 accuracy close to the unpruned model's",
+                 paper_value=None, unit="top-5 points (EViT - unpruned)")
+    if f"fuse@{keep:g}" not in P:
+        rep.add_claim(**claim, decision=verdicts.not_testable(f"profile {rep.profile!r} does not sweep keep {keep:g}"))
+        return
+    c = st.compare(top5_view(P[f"fuse@{keep:g}"]), top5_view(st.full))
+    base5, n_cls = 100 * float(top5_correct(st.full).mean()), st.full.logits.shape[-1]
+    premise = verdicts.Premise(f"top-5 is not at its ceiling (unpruned top-5 below {TOP5_CEILING:g} %)",
+                               base5 < TOP5_CEILING, f"unpruned top-5 {base5:.2f} % with {n_cls} classes: five guesses "
+                                                     "out of ten are nearly always right, so no pruning cost can show")
+    rep.add_claim(**claim, our_value=round(c["diff"], 3), ci=[round(c["low"], 3), round(c["high"], 3)],
+                  decision=premise.gate(_equivalent(c, st.margin_pp)),
+                  why=f"off the shelf, {len(st.y)} images; unpruned top-5 {base5:.2f} %, fused "
+                      f"{100 * float(top5_correct(P[f'fuse@{keep:g}']).mean()):.2f} %")
+
+
+def removal_claim(rep: Any, st: SmallViT, P: dict, keep: float = 0.7) -> None:
+    """Table 1: removing the inattentive tokens of a trained model without training with pruning deteriorates
+    top-1: unpruned minus dropped at ``keep`` off the shelf, a direction claim (paired interval and McNemar)."""
+    claim = dict(id=f"evit.t1.removal_without_training_hurts.keep{keep:g}", paper="evit",
+                 statement="Directly removing the tokens with the smallest [CLS] attention, without training with "
+                           "pruning, deteriorates top-1 (the paper: 'severely'; Table 1's numbers are not in our "
+                           "sources)",
+                 source="EViT Sec. 3 (Table 1)", paper_value=None, unit="top-1 points (unpruned - dropped)")
+    if f"drop@{keep:g}" not in P:
+        rep.add_claim(**claim, decision=verdicts.not_testable(f"profile {rep.profile!r} does not sweep keep {keep:g}"))
+        return
+    c = st.compare(st.full, P[f"drop@{keep:g}"])
+    rep.add_claim(**claim, our_value=round(c["diff"], 3), ci=[round(c["low"], 3), round(c["high"], 3)],
+                  decision=_better(c),
+                  why=f"a direction claim: off the shelf, {len(st.y)} images, McNemar p={c['p']:.3g}; at this proxy's "
+                      "scale the cost may be far below what the images resolve")
+
+
 def _fusion_rows(st: SmallViT, P: dict, keep_rates: Sequence[float]) -> list[dict]:
     return [{"keep_rate": k, **{f"{n}_pp": c[n] for n in ("diff", "low", "high")}, "mcnemar_p": c["p"]}
             for k in keep_rates for c in [st.compare(P[f"fuse@{k:g}"], P[f"drop@{k:g}"])]]
@@ -473,6 +792,7 @@ def keep_sweep(st: SmallViT, keep_rates: Sequence[float]) -> tuple[pd.DataFrame,
     sweep_cfgs = [PruneConfig(keep_rate=k, reducer=red, name=f"{'fuse' if red == 'fuse_attention' else 'drop'}@{k:g}")
                   for red in ("fuse_attention", "drop") for k in keep_rates]
     sweep, P = _sweep(st.base, st.X, st.y, sweep_cfgs, st.seed, st.sweep_kw)
+    add_top5(sweep, P, st.seed)
     t2 = _DEIT_S["keep"]
     sweep["paper_top1_deit_s"] = [
         _DEIT_S["baseline"]["top1"] if r.keep_rate == 1.0 else
@@ -485,14 +805,61 @@ def keep_sweep(st: SmallViT, keep_rates: Sequence[float]) -> tuple[pd.DataFrame,
     return sweep, P, sweep_cfgs, pd.DataFrame(rows)
 
 
-def fusion_claim(rep: Any, c: dict, keep: float, claim_id: str, statement: str, why: str) -> None:
-    """File "fused beats dropped at ``keep``" (paper: DeiT-S's difference in Table 2) for the comparison ``c``."""
+def paper_fusion_side(keep: float) -> tuple[float, str]:
+    """DeiT-S's fused minus dropped top-1 at ``keep`` in Table 2 / the README and the side it favours (``">"``:
+    fusion; ``"<"``: dropping, as at 0.9 and 0.6)."""
     pk = _DEIT_S["keep"][keep]
-    rep.add_claim(id=claim_id, paper="evit", statement=f"{statement} (DeiT-S {pk['top1']} vs {pk['top1_no_fusion']})",
-                  source="EViT Table 2 / README", paper_value=round(pk["top1"] - pk["top1_no_fusion"], 2),
+    d = round(pk["top1"] - pk["top1_no_fusion"], 2)
+    if d == 0:
+        raise ValueError(f"keep {keep:g}: the paper prints no difference, which is not a direction claim")
+    return d, ">" if d > 0 else "<"
+
+
+def fusion_claim(rep: Any, c: dict, keep: float, claim_id: str, statement: str, why: str,
+                 premise: Optional[verdicts.Premise] = None) -> None:
+    """File the direction of fused minus dropped at ``keep`` as DeiT-S shows it in Table 2 (fusion ahead at 0.8,
+    0.7 and 0.5, dropping ahead at 0.9 and 0.6) for the comparison ``c``: a direction claim about a difference of
+    at most 0.2 points, inconclusive while our interval contains 0 (and, given ``premise``, where it fails)."""
+    pk = _DEIT_S["keep"][keep]
+    d, side = paper_fusion_side(keep)
+    decision = verdicts.Direction(side, test=True).decide(c["diff"], c["low"], c["high"], p=c["p"])
+    rep.add_claim(id=claim_id, paper="evit",
+                  statement=f"{statement} (DeiT-S {pk['top1']} fused vs {pk['top1_no_fusion']} dropped: a direction "
+                            f"claim about a {abs(d):g}-point difference)",
+                  source="EViT Table 2 / README", paper_value=d,
                   our_value=round(c["diff"], 3), ci=[round(c["low"], 3), round(c["high"], 3)],
-                  unit="top-1 points (fused - dropped)",
-                  decision=verdicts.Direction(">", test=True).decide(c["diff"], c["low"], c["high"], p=c["p"]), why=why)
+                  unit="top-1 points (fused - dropped)", decision=premise.gate(decision) if premise else decision,
+                  why=why)
+
+
+def fusion_claims(rep: Any, st: SmallViT, P: dict, what: str = "small ViT on Fashion-MNIST") -> pd.DataFrame:
+    """Fused against dropped off the shelf at every keep rate of EViT's Table 2 (0.9 ... 0.5), each in the
+    direction the paper's own DeiT-S numbers show it (``evit.t2.fusion_beats_drop.keep<k>.off_the_shelf`` where
+    fusion is ahead, ``evit.t2.drop_beats_fusion.keep<k>.off_the_shelf`` where dropping is); a keep rate the
+    profile does not sweep is not testable. Returns the comparisons."""
+    rows = []
+    for k in sorted(_DEIT_S["keep"], reverse=True):
+        d, side = paper_fusion_side(k)
+        name = "fusion_beats_drop" if side == ">" else "drop_beats_fusion"
+        claim_id = f"evit.t2.{name}.keep{k:g}.off_the_shelf"
+        statement = (f"At keep {k:g}, fusing the inattentive tokens gives higher top-1 than dropping them" if side == ">"
+                     else f"At keep {k:g}, dropping the inattentive tokens gives higher top-1 than fusing them")
+        if f"fuse@{k:g}" not in P or f"drop@{k:g}" not in P:
+            pk = _DEIT_S["keep"][k]
+            rep.add_claim(id=claim_id, paper="evit", source="EViT Table 2 / README", paper_value=d,
+                          statement=f"{statement} (DeiT-S {pk['top1']} fused vs {pk['top1_no_fusion']} dropped)",
+                          unit="top-1 points (fused - dropped)",
+                          decision=verdicts.not_testable(f"profile {rep.profile!r} does not sweep keep {k:g}"))
+            continue
+        c = st.compare(P[f"fuse@{k:g}"], P[f"drop@{k:g}"])
+        fusion_claim(rep, c, k, claim_id, statement,
+                     f"{what} pruned off the shelf (the paper trains with pruning), {len(st.y)} images, McNemar "
+                     f"p={c['p']:.3g}; our 95 % interval is {c['high'] - c['low']:.2f} points wide, the paper's "
+                     f"difference {abs(d):g}")
+        rows.append({"keep_rate": k, "paper_diff_pp": d, "paper_side": side, **{f"{n}_pp": c[n] for n in
+                                                                                 ("diff", "low", "high")},
+                     "mcnemar_p": c["p"]})
+    return pd.DataFrame(rows)
 
 
 def finetune_copy(st: SmallViT, cfg: Any, keep: float, reducer: str, warmup: bool, seed: int, train_xy: Any,
@@ -567,7 +934,8 @@ def finetune_claims(rep: Any, st: SmallViT, cfg: Any, FT: dict, P: dict) -> dict
     pk = _DEIT_S["keep"].get(k0, _DEIT_S["keep"][0.7])
     rep.add_claim(id=f"evit.t2.fusion_beats_drop.keep{k0:g}.finetuned", paper="evit",
                   statement=f"Trained with pruning at keep {k0:g}, EViT with inattentive-token fusion reaches higher "
-                            f"top-1 than without (DeiT-S {pk['top1']} vs {pk['top1_no_fusion']})",
+                            f"top-1 than without (DeiT-S {pk['top1']} vs {pk['top1_no_fusion']}: a direction claim about a "
+                            f"{abs(round(pk['top1'] - pk['top1_no_fusion'], 2)):g}-point difference)",
                   source="EViT Table 2 / README", paper_value=round(pk["top1"] - pk["top1_no_fusion"], 2),
                   our_value=round(c["diff"], 3), ci=[round(c["low"], 3), round(c["high"], 3)],
                   unit="top-1 points (fused - dropped)",
@@ -625,22 +993,42 @@ def synthbirds_sweep(rep: Any, cfg: Any, sweep_cfgs: Sequence[PruneConfig]):
     (uint8), the sweep and fused minus dropped per keep rate."""
     parts_model, parts_info = tp_models.load_base_model(cfg.parts_model, train_if_missing=cfg.profile == "smoke",
                                                         progress=False)
-    pk_ = dict(tp_train.TrainRecipe.from_dict(parts_info["recipe"]).dataset_kwargs)
-    birds = synthetic.part_dataset(1, 1, cfg.parts_eval_images, seed=pk_.get("seed", 0), img_size=pk_.get("img_size", 64))
-    xb, yb = tp_train.as_tensors(birds["test"])
+    # the model's own test data, every generator setting of its recipe included (one library function)
+    parts_recipe = tp_train.TrainRecipe.from_dict(parts_info["recipe"])
+    xb, yb = tp_train.as_tensors(tp_models.eval_data(parts_recipe, cfg.parts_eval_images))
     XB = parts_model.tp_preprocess(xb)
     patch(parts_model, keep_rate=1.0)
     parts_cfgs = [c_ for c_ in sweep_cfgs if c_.keep_rate in cfg.parts_keep_rates]
     sweep_b, P_b = _sweep(parts_model, XB, yb, parts_cfgs, cfg.seed, dict(batch=cfg.eval_batch, dtype="bf16"))
+    add_top5(sweep_b, P_b, cfg.seed)
     # the comparisons of the SynthBirds model: a SmallViT view of its images (only compare() is used)
-    sb = SmallViT(base=parts_model, info=parts_info, recipe=None, data=None, x_raw=xb, y=yb, X=XB, device="cpu",
-                  eval_batch=cfg.eval_batch, seed=cfg.seed, margin_pp=cfg.margin_pp)
+    sb = SmallViT(base=parts_model, info=parts_info, recipe=parts_recipe, data=None, x_raw=xb, y=yb, X=XB,
+                  device="cpu", eval_batch=cfg.eval_batch, seed=cfg.seed, margin_pp=cfg.margin_pp)
     fusion_b = pd.DataFrame(_fusion_rows(sb, P_b, cfg.parts_keep_rates))
-    c = sb.compare(P_b[f"fuse@{cfg.ft_keep:g}"], P_b[f"drop@{cfg.ft_keep:g}"])
-    fusion_claim(rep, c, cfg.ft_keep, f"evit.t2.fusion_beats_drop.keep{cfg.ft_keep:g}.off_the_shelf.synthbirds",
-                 f"At keep {cfg.ft_keep:g}, fusing the inattentive tokens gives higher top-1 than dropping them",
-                 f"{cfg.parts_model} on SynthBirds pruned off the shelf, {len(yb)} images, McNemar p={c['p']:.3g}")
+    k = cfg.ft_keep
+    c = sb.compare(P_b[f"fuse@{k:g}"], P_b[f"drop@{k:g}"])
+    side = paper_fusion_side(k)[1] if k in _DEIT_S["keep"] else ">"
+    claim_id = f"evit.t2.{'fusion_beats_drop' if side == '>' else 'drop_beats_fusion'}.keep{k:g}.off_the_shelf.synthbirds"
+    fusion_claim(rep, c, k, claim_id,
+                 f"At keep {k:g}, fusing the inattentive tokens gives higher top-1 than dropping them" if side == ">"
+                 else f"At keep {k:g}, dropping the inattentive tokens gives higher top-1 than fusing them",
+                 f"{cfg.parts_model} on its own SynthBirds test images (tokenprune.training.base_models.eval_data), "
+                 f"pruned off the shelf, {len(yb)} images, McNemar p={c['p']:.3g}",
+                 premise=own_test_premise(P_b["unpruned"], parts_info, cfg.seed))
     return parts_model, xb, yb, sweep_b, fusion_b
+
+
+def own_test_premise(full: Predictions, info: dict, seed: int) -> verdicts.Premise:
+    """The premise that the evaluation images are the model's own test distribution: the unpruned model's 95 %
+    interval of top-1 on them meets the 95 % interval of its checkpoint's test accuracy (``info["test"]``)."""
+    ci = metrics.bootstrap_ci(full.correct.astype(float), seed=seed)
+    lo, hi = (100 * v for v in info["test"]["ci95"])
+    ours = verdicts.fmt_interval(100 * ci.estimate, 100 * ci.low, 100 * ci.high, signed=False)
+    return verdicts.Premise("the evaluation images come from the model's own test distribution (unpruned top-1 "
+                            "compatible with its checkpoint's test accuracy)",
+                            bool(100 * ci.high >= lo and 100 * ci.low <= hi),
+                            f"unpruned top-1 {ours} % here, checkpoint {100 * info['test']['accuracy']:.2f} % "
+                            f"[{lo:.2f}, {hi:.2f}] on n={info['test']['n']}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -801,6 +1189,15 @@ def _to_oracle(x_uint8: torch.Tensor, img_size: int) -> torch.Tensor:
     return (x - mean) / std
 
 
+def oracle_premise(ref: dict) -> verdicts.Premise:
+    """The premise of the oracle claims: at EViT's default (4/7/10, keep 0.7) the oracle's selection beats the
+    model's own attention (``ref``: oracle minus own, :meth:`SmallViT.compare`; 95 % interval above 0)."""
+    return verdicts.Premise("the oracle guides better than the model's own attention (oracle minus own top-1 above 0 "
+                            "at 4/7/10, keep 0.7)", bool(ref["low"] > 0),
+                            f"oracle - own at 4/7/10 keep 0.7: {verdicts.fmt_interval(ref['diff'], ref['low'], ref['high'])} "
+                            "points")
+
+
 def oracle_at_block1(rep: Any, st: SmallViT, cfg: Any) -> pd.DataFrame:
     """The pretrained ViT-S/14's last-block [CLS] attention as the small ViT's token selection at block 1 (and at
     4/7/10), against the small ViT's own attention, on the first ``cfg.oracle_images`` images, with the share of
@@ -847,32 +1244,29 @@ def oracle_at_block1(rep: Any, st: SmallViT, cfg: Any) -> pd.DataFrame:
     patch(base, keep_rate=1.0)
     table = pd.DataFrame(rows)
 
+    # the premise of both claims: the oracle guides better than the model's own attention where the latter is usable
+    # (EViT's default, 4/7/10 at keep 0.7); an oracle that selects worse there is no oracle
+    ref = st.compare(P_or["oracle 4/7/10 @0.7"], P_or["EViT 4/7/10 @0.7"])
+    premise = oracle_premise(ref)
     c = st.compare(P_or["oracle @1"], P_or["own attention @1"])
     rep.add_claim(id="evit.t14.oracle_beats_own_attention_at_block1", paper="evit",
                   statement=f"Pruning from block 1 at keep {k_or:g}, an oracle's [CLS] attention selects far better "
                             "tokens than the model's own attention at that block",
                   source="EViT Appendix, Table 14 (with Table 13)", paper_value=None, our_value=round(c["diff"], 3),
                   ci=[round(c["low"], 3), round(c["high"], 3)], unit="top-1 points (oracle - own)",
-                  decision=_better(c), why=f"oracle: pretrained ViT-S/14 at {cfg.oracle_img_size} px, off the shelf, "
-                                           f"{n_or} images")
+                  decision=premise.gate(_better(c)),
+                  why=f"oracle: pretrained ViT-S/14 at {cfg.oracle_img_size} px, off the shelf, {n_or} images")
     c = st.compare(P_or["oracle @1"], full_or)
     rep.add_claim(id="evit.t14.oracle_block1_keeps_accuracy", paper="evit",
                   statement=f"With an oracle's attention, removing {1 - k_or:.0%} of the tokens at the first block keeps "
                             "the model's recognition ability",
                   source="EViT Appendix, Table 14", paper_value=None, our_value=round(c["diff"], 3),
                   ci=[round(c["low"], 3), round(c["high"], 3)], unit="top-1 points (oracle @1 - unpruned)",
-                  decision=_equivalent(c, cfg.margin_pp), why="off the shelf (the paper trained with the oracle)")
-    row = table.set_index("config").loc["oracle @1"]
-    rep.add_claim(id="evit.t14.combined_macs", paper="evit",
-                  statement="Oracle guidance is not efficient in practice: the oracle's forward pass adds to the pruned "
-                            "model's MACs (Table 14's combined MACs)",
-                  source="EViT Appendix, Table 14", paper_value=None, our_value=round(row.combined_gmacs / st.gmacs, 3),
-                  unit="combined MACs / unpruned small ViT MACs",
-                  decision=verdicts.Condition("reproduced when the combined MACs (oracle + pruned model) exceed the "
-                                              "unpruned model's").decide(
-                      row.combined_gmacs > st.gmacs, "the combined MACs stay below the unpruned model's"),
-                  why=f"analytic MACs: oracle ViT-S/14 at {cfg.oracle_img_size} px ({oracle_gmacs:.3f} GMACs) + pruned "
-                      f"small ViT ({row.gmacs:.4f}) against the unpruned small ViT ({st.gmacs:.4f})")
+                  decision=premise.gate(_equivalent(c, cfg.margin_pp)),
+                  why="off the shelf (the paper trained with the oracle)")
+    # Table 14's "Combined MACs" are reported in the table, not filed as a claim: with an oracle at least as large as
+    # the model (DINO's DeiT in the paper, a ViT-S/14 nine times the small ViT here) they exceed the unpruned
+    # model's MACs by construction
     rep.add_value("oracle", {"img_size": cfg.oracle_img_size, "images": n_or, "seconds": round(oracle_s, 1),
                              "gmacs": oracle_gmacs, "block": "last (12), head mean", "grid": list(st.grid)})
     return table
@@ -1003,6 +1397,72 @@ def small_vit_throughput(st: SmallViT, cfg: Any, sweep: pd.DataFrame) -> pd.Data
     speed["keep_rate"] = [float(c.split("=")[1]) for c in speed.config]
     speed["top1"] = [sweep.set_index("config").loc["unpruned" if k == 1.0 else f"fuse@{k:g}", "top1"]
                      for k in speed.keep_rate]
+    return speed
+
+
+def _train_results(models: dict, x: torch.Tensor, y: torch.Tensor, rounds: int, warmup: int, steps: int = 2):
+    """Training images/s (forward, backward, AdamW step; fp32, CPU) of each model on one fixed batch, in interleaved
+    rounds, as :class:`tokenprune.measure.throughput.BenchResult` with the load they ran under."""
+    import os
+    import statistics
+
+    steppers = {}
+    for name, m in models.items():
+        m.train()
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-5)
+
+        def step(m=m, opt=opt) -> None:
+            loss = torch.nn.functional.cross_entropy(m(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+        for _ in range(warmup):
+            step()
+        steppers[name] = step
+    times: dict[str, list[float]] = {k: [] for k in models}
+    load_before, others = os.getloadavg()[0], bench.other_cpu_meter()
+    for _ in range(rounds):
+        for name, step in steppers.items():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times[name].append(steps * len(x) / (time.perf_counter() - t0))
+    other = others()
+    load = {"load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+            "other_cores": None if other is None else round(other, 3), "cores": os.cpu_count() or 1}
+    return [bench.BenchResult(n, statistics.median(v), v, len(x), "fp32", "cpu", torch.get_num_threads(), steps,
+                              extra={**load, "round_cv": statistics.pstdev(v) / statistics.fmean(v)})
+            for n, v in times.items()]
+
+
+def training_throughput(rep: Any, st: SmallViT, cfg: Any, keep: float = 0.7) -> pd.DataFrame:
+    """Table 11 on this machine: training images/s of the small ViT with EViT at ``keep`` against unpruned (copies
+    of ``st.base``, fp32, ``cfg.small_bench_batch`` images, ``cfg.train_bench_rounds`` interleaved rounds); files
+    the timed claim that EViT trains faster (a direction claim on the speedup, gated by at least 3 rounds)."""
+    ms, macs_ = {}, {}
+    for k in (1.0, keep):
+        m = copy.deepcopy(st.base)
+        PruneConfig(keep_rate=k).apply(m)
+        ms[f"keep={k:g}"], macs_[f"keep={k:g}"] = m, flops.analytic_macs(m).total
+    n = min(cfg.small_bench_batch, len(st.y))
+    torch.manual_seed(cfg.seed)
+    res = _train_results(ms, st.X[:n].float(), st.y[:n], rounds=cfg.train_bench_rounds,
+                         warmup=0 if cfg.profile == "smoke" else 1)
+    speed = pd.DataFrame(bench.speedup_table(res, macs_, seed=cfg.seed))
+    row = speed.iloc[1]
+    decision = verdicts.Premise("at least 3 timing rounds", bool(row["rounds"] >= 3), f"{row['rounds']} round(s)").gate(
+        verdicts.Direction(">", threshold=1.0, unit="x").decide(row.speedup, row.speedup_low, row.speedup_high))
+    rep.add_claim(id=f"evit.t11.trains_faster.keep{keep:g}", paper="evit", timed=True, load=bench.load_from_row(row),
+                  statement="EViT needs considerably less training time than the unpruned ViT for the same number of "
+                            "epochs (Table 11: GPU hours of DeiT-S vs EViT-DeiT-S; its numbers are not in our sources)",
+                  source="EViT Appendix (Table 11)", paper_value=None, our_value=round(row.speedup, 3),
+                  ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
+                  unit=f"training images/s, EViT keep {keep:g} / unpruned (small ViT)", decision=decision,
+                  why=f"a direction claim (faster at all; 'considerably' is not quantified): training steps (forward, "
+                      f"backward, AdamW) on one fixed batch of {n}, fp32, {row['device']}, {row['rounds']} interleaved "
+                      f"rounds, bootstrap over per-round ratios; the paper timed DeiT-S on GPUs; MAC ratio "
+                      f"{row.mac_ratio:.2f}")
     return speed
 
 
