@@ -120,3 +120,32 @@ def test_reduction_timer_measures_and_restores():
     res, shares = timed_benchmark({"plain": _tiny_vit(), "bat": m}, batch=2, img_size=32, warmup=1, rounds=2,
                                   iters_per_round=1)
     assert set(shares) == {"bat"} and shares["bat"]["forwards"] == 3 and len(res) == 2
+
+
+def _tcformer_dpc_knn(x, cluster_num, k=5):
+    """TCFormer's cluster_dpc_knn (its public implementation, as shared/papers/README.md describes it) without its
+    1e-6 density noise: cdist / sqrt(C); density exp(-mean of the k nearest squared distances, self included);
+    distance to the nearest denser token (the farthest distance for the densest); centres = top density x
+    distance; each token to its nearest centre, centres to themselves."""
+    b, n, c = x.shape
+    dist = torch.cdist(x.double(), x.double()) / c ** 0.5
+    nearest = torch.topk(dist, k=k, dim=-1, largest=False).values
+    density = (-(nearest ** 2).mean(-1)).exp()
+    mask = (density[:, None, :] > density[:, :, None]).double()
+    dmax = dist.flatten(1).max(-1).values[:, None, None]
+    delta = (dist * mask + dmax * (1 - mask)).min(-1).values
+    centres = torch.topk(delta * density, k=cluster_num, dim=-1).indices
+    assign = torch.gather(dist, 1, centres[..., None].expand(b, cluster_num, n)).argmin(1)
+    assign.scatter_(1, centres, torch.arange(cluster_num).expand(b, cluster_num))
+    return assign, centres
+
+
+def test_dpc_knn_is_tcformers_algorithm():
+    """Without density ties (random tokens) our DPC-KNN picks TCFormer's centres and assignment."""
+    from tokenprune.methods.bat import dpc_knn
+
+    x = torch.randn(4, 40, 16, generator=torch.Generator().manual_seed(3))
+    for k, clusters in [(5, 4), (3, 7)]:
+        a, c = dpc_knn(x, clusters, k)
+        ra, rc = _tcformer_dpc_knn(x, clusters, k)
+        assert torch.equal(c, rc) and torch.equal(a, ra)

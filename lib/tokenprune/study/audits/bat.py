@@ -5,7 +5,9 @@ declares its claims with the rules of :mod:`tokenprune.study.verdicts`. Sections
 
 1. design choices (:func:`design_choices`);
 2. the MAC column at the paper's scale (:func:`deit_models`, :func:`mac_table`, :func:`mac_column_match`,
-   :func:`file_mac_claims`, :func:`file_parameter_claims`, :func:`plot_mac_column`);
+   :func:`file_mac_claims` with the counters' spread, :func:`counts_clustering_decision`, :func:`file_parameter_claims`,
+   :func:`file_loss_claim`, :func:`plot_mac_column`), and ToMe's own schedule (:func:`tome_mac_table`,
+   :func:`file_tome_claims`);
 3. the clustering's wall-clock cost (:func:`clustering_benchmark`, :func:`dpc_knn_is_batched`,
    :func:`clustering_overhead`, :func:`file_speed_claims`);
 4. proxy scale at matched MACs (:func:`load_proxy`, :func:`proxy_methods`, :func:`matched_set`,
@@ -13,7 +15,9 @@ declares its claims with the rules of :mod:`tokenprune.study.verdicts`. Sections
    :func:`plot_proxy`);
 5. ablations (:func:`ablation_set`, :func:`run_ablations`, :func:`file_ablation_claims`, :func:`plot_ablations`);
 6. pruning-aware fine-tuning over seeds (:func:`run_finetune`, :func:`file_finetune_claims`);
-7. the paper's accuracy columns (:func:`file_top1_claims`);
+7. the paper's accuracy columns and protocol, and the claims with no test here (:func:`file_top1_claims`,
+   :func:`file_lv_vit_mac_claim`, :func:`protocols`, :func:`file_protocol_claims`, :func:`file_unsupported_claims`);
+   the summary's "static importance" flaw (:func:`kept_set_overlap`, :func:`file_static_scores_claim`);
 8. kept and merged tokens on photos (:func:`figure_model`, :func:`photo_batch`, :func:`kept_and_merged`,
    :func:`plot_bat_clusters`).
 
@@ -45,10 +49,11 @@ from tokenprune.measure.metrics import bootstrap_ci_or_nan
 from tokenprune.measure.reducer_timing import timed_benchmark
 from tokenprune.measure.trend import Trend, trend_contrast
 from tokenprune.methods.bat import dpc_knn
+from tokenprune.methods.tome import tome_schedule
 from tokenprune.study import figures as viz
 from tokenprune.study.notebook import ci_columns
-from tokenprune.study.paper_numbers import BAT, EVIT
-from tokenprune.study.verdicts import Condition, Direction, Premise, Rounded, not_testable
+from tokenprune.study.paper_numbers import BAT, EVIT, TOME
+from tokenprune.study.verdicts import Condition, Criteria, Direction, Exact, Flag, Premise, Rounded, not_testable
 
 __all__ = [
     "PROFILES", "PARAMETERS", "PAPER_KEEP", "DEIT_S", "DEIT_T", "bat_options", "check_paper_files",
@@ -57,7 +62,11 @@ __all__ = [
     "load_proxy", "proxy_methods", "matched_set", "check_token_counts", "proxy_sweep", "bat_minus_evit",
     "paper_gap", "file_proxy_claims", "plot_proxy", "ablation_set", "run_ablations", "file_ablation_claims",
     "plot_ablations", "run_finetune", "file_finetune_claims", "file_top1_claims", "figure_model", "square",
-    "photo_batch", "kept_and_merged", "plot_bat_clusters",
+    "photo_batch", "kept_and_merged", "plot_bat_clusters", "FVCORE_NORM_PER_ELEMENT", "layer_norm_macs",
+    "fvcore_style_macs", "COUNTS_CLUSTERING_RULE", "counts_clustering_decision", "file_loss_claim", "summary_states",
+    "speed_margin", "REAL_TRAINING", "file_lv_vit_mac_claim", "protocols", "file_protocol_claims",
+    "file_unsupported_claims", "kept_set_overlap", "file_static_scores_claim", "tome_mac_table", "file_tome_claims",
+    "PROXY_VARIANT",
 ]
 
 #: what each parameter of the profile table means
@@ -128,6 +137,9 @@ EVIT_S = EVIT[DEIT_S]["keep"]
 PAPER_KEEP: list[float] = list(BAT_S["keep"])
 _PRINTED_COLUMN = "/".join(str(v["gmacs"]) for v in BAT_S["keep"].values())  # "3.0/2.6/2.3/2.0/1.8/1.6"
 _SRC = "BAT Table 1 (shared/papers/README.md)"
+#: the BAT variant that the accuracy claims decide (sections 4-6), named in each of their why
+PROXY_VARIANT = ("variant: BAT = merge_dpcknn (n_keep attentive tokens + the clusters, added) at the uniform keep rate "
+                 "whose total MACs match EViT's at the budget (table matched_configs)")
 
 
 def bat_options(cfg: Any) -> dict:
@@ -181,12 +193,42 @@ def _printed_gmacs(model: str, method: str, keep_rate: float) -> Optional[float]
     return BAT_T["baseline"]["gmacs"] if method == "unpruned" else None
 
 
+#: fvcore's estimate for a normalisation layer with an affine transform: 5 operations per element
+#: (fvcore/nn/jit_handles.py, ``norm_flop_counter``: "5 is just a rough estimate"); matrix products count as here
+FVCORE_NORM_PER_ELEMENT = 5
+
+
+def layer_norm_macs(count: flops.MacCount, dim: int) -> int:
+    """What the fvcore convention adds to our count: ``5`` x the elements every LayerNorm normalises (``norm1`` on
+    the tokens entering each block, ``norm2`` on those entering its MLP, the final norm), from the token counts
+    of ``count``. Our count and FlopCounterMode's leave norms out, as EViT's and BAT's text do not say."""
+    elements = dim * (sum(count.tokens_in) + sum(count.tokens_out) + count.tokens_out[-1])
+    return FVCORE_NORM_PER_ELEMENT * elements
+
+
+def fvcore_style_macs(model: torch.nn.Module, img_size: int = 224) -> int:
+    """The fvcore convention measured: FlopCounterMode's matrix products (with the CPU attention kernel) plus
+    5 per element of every ``native_layer_norm``, at batch 1 (MACs)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def norm(input_shape, *_, **__):
+        return 2 * FVCORE_NORM_PER_ELEMENT * math.prod(input_shape)  # FLOPs = 2 x MACs in the counter's unit
+
+    mapping = {**flops.SDPA_CPU_FORMULA, torch.ops.aten.native_layer_norm: norm}
+    x = torch.zeros(1, 3, img_size, img_size)
+    with torch.inference_mode(), FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+        model.eval()(x)
+    return counter.get_total_flops() // 2
+
+
 def mac_table(deit: Mapping[str, torch.nn.Module], bat_opts: dict, num_clusters: int, measure_macs: bool) -> pd.DataFrame:
     """Analytic MACs of DeiT-S and DeiT-T at 224 px, batch 1, for EViT (fusion, drop), BAT with its clusters
     added (``merge_dpcknn``) and BAT inside EViT's budget (``merge_dpcknn_budget``) at keep 0.9, 0.8 and the
     paper's rates: tokens per stage, model MACs, the operator's own MACs, the printed figure and the authors'
-    log counter. With ``measure_macs`` the DeiT-S budget rows at 0.7 and 0.3 are also counted by
-    FlopCounterMode (``gmacs_measured``), which must agree within 1 %."""
+    log counter; ``gmacs_fvcore_style`` is the total in fvcore's convention (LayerNorms counted, ``gmacs_norms``)
+    and ``counter_spread`` its relative difference from ours. With ``measure_macs`` the DeiT-S budget rows at
+    0.7 and 0.3 are also counted by FlopCounterMode (``gmacs_measured``, and ``gmacs_fvcore_style_measured``
+    with its norm mapping), which must agree within 1 %."""
     methods = [("EViT (fusion)", "fuse_attention", {}), ("EViT (drop)", "drop", {}),
                (f"BAT, +{num_clusters} clusters", "merge_dpcknn", bat_opts),
                ("BAT in EViT's budget", "merge_dpcknn_budget", bat_opts)]
@@ -196,7 +238,8 @@ def mac_table(deit: Mapping[str, torch.nn.Module], bat_opts: dict, num_clusters:
         base_count = flops.analytic_macs(m)
         rows.append({"model": model_name, "method": "unpruned", "reducer": None, "keep_rate": 1.0,
                      "tokens": "196", "gmacs_model": base_count.total / 1e9, "gmacs_reduction": 0.0,
-                     "gmacs_total": base_count.total / 1e9, "reduction_share": 0.0})
+                     "gmacs_total": base_count.total / 1e9, "reduction_share": 0.0,
+                     "gmacs_norms": layer_norm_macs(base_count, m.embed_dim) / 1e9})
         for label, red, opts in methods:
             patch(m, keep_rate=1.0, reducer=red, reducer_options=opts)
             for r in [0.9, 0.8] + PAPER_KEEP:
@@ -206,8 +249,12 @@ def mac_table(deit: Mapping[str, torch.nn.Module], bat_opts: dict, num_clusters:
                 rows.append({"model": model_name, "method": label, "reducer": red, "keep_rate": r,
                              "tokens": " -> ".join(map(str, stages)), "gmacs_model": (c.total - c.reduction) / 1e9,
                              "gmacs_reduction": c.reduction / 1e9, "gmacs_total": c.total / 1e9,
-                             "reduction_share": c.reduction / c.total})
+                             "reduction_share": c.reduction / c.total,
+                             "gmacs_norms": layer_norm_macs(c, m.embed_dim) / 1e9})
     macs = pd.DataFrame(rows)
+    # the fvcore convention (ToMe's and many papers' counter): matrix products as here, plus 5 per normalised element
+    macs["gmacs_fvcore_style"] = macs.gmacs_total + macs.gmacs_norms
+    macs["counter_spread"] = macs.gmacs_norms / macs.gmacs_total
     macs["paper_gmacs_bat"] = [_printed_gmacs(row.model, row.method, row.keep_rate) for row in macs.itertuples()]
     macs["authors_log_gmacs"] = [BAT_S["log_gmacs"].get(row.keep_rate) if row.model == DEIT_S
                                  and row.method != "unpruned" else None for row in macs.itertuples()]
@@ -220,6 +267,9 @@ def mac_table(deit: Mapping[str, torch.nn.Module], bat_opts: dict, num_clusters:
             sel = (macs.model == DEIT_S) & (macs.reducer == "merge_dpcknn_budget") & (macs.keep_rate == r)
             macs.loc[sel, "gmacs_measured"] = meas / 1e9
             assert abs(meas - a.total) / a.total < 0.01, "analytic and measured MACs disagree by more than 1%"
+            fv = fvcore_style_macs(m)
+            macs.loc[sel, "gmacs_fvcore_style_measured"] = fv / 1e9
+            assert abs(fv - a.total - layer_norm_macs(a, m.embed_dim)) / fv < 0.01, "fvcore-style count disagrees"
     return macs
 
 
@@ -245,39 +295,117 @@ def mac_column_match(macs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _robust_round(value: float, spread: float, digits: int = 1) -> Optional[float]:
+    """The figure ``value`` prints as at ``digits`` decimals under every counter within ``+-spread`` (relative)
+    of it, or None when counters within that spread would print different figures."""
+    lo, hi = round(value * (1 - spread), digits), round(value * (1 + spread), digits)
+    return lo if lo == hi else None
+
+
+#: the rule of ``bat.macs.deit_s.counts_clustering``, declared before the data
+COUNTS_CLUSTERING_RULE = Criteria(
+    reproduced=(Flag("follows_total", "at a rate that discriminates (the count with the clustering and the count "
+                                      "without it print different figures under every counter within the measured "
+                                      "spread) the printed figure is the count with the clustering"),
+                Flag("never_follows_model", "at no discriminating rate is it the transformer-only count")),
+    not_reproduced=(Flag("follows_model_only", "at some discriminating rate the printed figure is the transformer-only "
+                                               "count, and at none the count with the clustering"),))
+
+
+def counts_clustering_decision(rows: Sequence[tuple[float, float, float, float, float]]):
+    """Decide whether a printed MAC column counts the clustering, against the spread between MAC counters.
+
+    ``rows``: ``(keep_rate, printed, model_gmacs, total_gmacs, spread)`` with ``spread`` the relative
+    difference between counting conventions at that row (ours = FlopCounterMode vs fvcore's, measured). A rate
+    *discriminates* when, under every counter within ``+-spread``, the transformer-only count prints one figure
+    and the count with the clustering another; the clustering's own MACs must exceed the counters'
+    disagreement. Returns ``(decision, discriminating rates, supporting, against)``
+    (:data:`COUNTS_CLUSTERING_RULE`: no discriminating rate, or mixed evidence, is inconclusive)."""
+    disc, support, against = [], [], []
+    for r, printed, model, total, spread in rows:
+        fm, ft = _robust_round(model, spread), _robust_round(total, spread)
+        if fm is None or ft is None or fm == ft:
+            continue
+        disc.append(r)
+        if ft == printed:
+            support.append(r)
+        elif fm == printed:
+            against.append(r)
+    values = {"follows_total": bool(support), "never_follows_model": not against,
+              "follows_model_only": bool(against) and not support}
+    return COUNTS_CLUSTERING_RULE.decide(values), disc, support, against
+
+
 def file_mac_claims(rep: Any, macs: pd.DataFrame, mac_match: pd.DataFrame, num_clusters: int) -> None:
-    """The MAC-column claims: each printed DeiT-S figure (:class:`Rounded`), whether the column counts the
-    clustering and whether it is the authors' log counter (:class:`Condition`), DeiT-T's baseline and BAT
-    figure (:class:`Rounded`)."""
+    """The MAC-column claims: each printed DeiT-S figure for BAT inside EViT's budget (:class:`Rounded`; the
+    schedule chosen because it reproduces the column, so each claim says so), the same column for the variant
+    the accuracy comparisons use (clusters added; :class:`Condition`), whether the column counts the clustering
+    (:func:`counts_clustering_decision`, against the counters' spread) and whether it is the authors' log
+    counter (:class:`Condition`), DeiT-T's baseline and BAT figure (:class:`Rounded`)."""
     for r in PAPER_KEEP:
         want = BAT_S["keep"][r]["gmacs"]
         b, plus = _row(macs, DEIT_S, "merge_dpcknn_budget", r), _row(macs, DEIT_S, "merge_dpcknn", r)
         dr = _row(macs, DEIT_S, "drop", r)
         rep.add_claim(id=f"bat.macs.deit_s.keep{r:g}", paper="bat",
-                      statement=f"DeiT-S with BAT at keep rate {r:g} costs {want} GMACs",
+                      statement=f"DeiT-S with BAT at keep rate {r:g} costs {want} GMACs -- decided for the variant "
+                                f"'BAT inside EViT's budget' (merge_dpcknn_budget: n_keep + 1 tokens per location, "
+                                "EViT's schedule), not for the +clusters variant of the accuracy comparisons",
                       source=_SRC, paper_value=want, our_value=round(b.gmacs_model, 3), unit="GMACs",
                       decision=Rounded(want).decide(b.gmacs_model),
-                      why=(f"analytic MACs (= FlopCounterMode's count) at 224 px, batch 1, transformer only, of BAT inside "
-                           f"EViT's token budget (tokens {b.tokens}, = EViT with fusion); with the clustering's own "
-                           f"{b.gmacs_reduction * 1e3:.1f} MMACs it is {b.gmacs_total:.3f}; with {num_clusters} clusters "
-                           f"added on top of n_keep ({plus.tokens}) {plus.gmacs_model:.3f}; EViT without fusion "
+                      why=(f"this variant's token schedule was chosen because it reproduces the printed column, so the "
+                           f"claim tests only that the column is consistent with EViT's token schedule (tokens "
+                           f"{b.tokens}); analytic MACs (= FlopCounterMode's count) at 224 px, batch 1, transformer "
+                           f"only; with the clustering's own {b.gmacs_reduction * 1e3:.1f} MMACs it is "
+                           f"{b.gmacs_total:.3f}; the variant of sections 4-6 (merge_dpcknn, {num_clusters} clusters "
+                           f"added, {plus.tokens}) costs {plus.gmacs_model:.3f} at this keep rate and is compared at "
+                           f"EViT's total MACs instead (a lower keep rate, table matched_configs); EViT without fusion "
                            f"{dr.gmacs_model:.3f}; the authors' log counter printed {BAT_S['log_gmacs'][r]:.3f}"))
 
-    off = mac_match[~mac_match.total_rounds_to_paper]
+    n_plus = int(mac_match.plus_clusters_rounds_to_paper.sum())
+    off_plus = mac_match[~mac_match.plus_clusters_rounds_to_paper]
+    rep.add_claim(id="bat.macs.deit_s.plus_clusters_variant", paper="bat",
+                  statement=f"The BAT variant of the accuracy comparisons (merge_dpcknn: n_keep attentive tokens + "
+                            f"{num_clusters} clusters per location) at the paper's keep rates costs the printed "
+                            f"column ({_PRINTED_COLUMN} GMACs)",
+                  source=_SRC + "; the variant is ours (the repository has no code)", paper_value=_PRINTED_COLUMN,
+                  our_value=f"{n_plus}/6 round to the printed figure", unit="rates",
+                  decision=Condition("reproduced when the model MACs of merge_dpcknn at each of the six keep rates, "
+                                     "rounded to 0.1, equal the printed figures").decide(
+                      n_plus == 6, "; ".join(f"keep {row.keep_rate:g}: {row.plus_clusters_model:.3f} vs printed "
+                                             f"{row.paper}" for row in off_plus.itertuples())
+                      + ": at the paper's keep rates this variant costs more than the column, which is why sections 4-6 "
+                        "compare it at EViT's total MACs (a lower keep rate) rather than at the same keep rate"))
+
+    ds = macs[(macs.model == DEIT_S) & macs.keep_rate.isin(PAPER_KEEP)]
+    rows = []
+    for r in PAPER_KEEP:
+        b = _row(macs, DEIT_S, "merge_dpcknn_budget", r)
+        spread = float(ds[ds.keep_rate == r].counter_spread.max())
+        rows.append((r, BAT_S["keep"][r]["gmacs"], float(b.gmacs_model), float(b.gmacs_total), spread))
+    decision, disc, support, against = counts_clustering_decision(rows)
     budget = macs[(macs.model == DEIT_S) & (macs.reducer == "merge_dpcknn_budget") & macs.keep_rate.isin(PAPER_KEEP)]
     max_share = float(budget.reduction_share.max())
+    spreads = [row[4] for row in rows]
     printed = " / ".join(str(v["gmacs"]) for v in BAT_S["keep"].values())
+    log07 = BAT_S["log_gmacs"][0.7] / _row(macs, DEIT_S, "merge_dpcknn_budget", 0.7).gmacs_model - 1
     rep.add_claim(id="bat.macs.deit_s.counts_clustering", paper="bat",
                   statement=f"BAT's MAC column ({printed} GMACs) covers the whole operator, "
-                            "the clustering (O(M^2 C) distances) and pairing included",
+                            "the clustering (O(M^2 C) distances) and pairing included (variant: BAT inside EViT's budget)",
                   source="BAT Table 1; audit of what the column counts", paper_value=_PRINTED_COLUMN,
-                  our_value=f"{6 - len(off)}/6 printed values survive counting the clustering; its share up to {max_share:.2%}",
-                  unit="rates",
-                  decision=Condition("reproduced when the total MACs (transformer + MacCount.reduction) of BAT inside "
-                                     "EViT's budget, rounded to 0.1, equal the printed values at all six keep rates").decide(
-                      len(off) == 0, "the clustering's own MACs change the rounded figure at keep rate(s) "
-                                     f"{', '.join(f'{r:g}' for r in off.keep_rate)}: the column counts the transformer only"),
-                  why=f"the clustering's share of the total MACs is at most {max_share:.2%}")
+                  our_value=f"clustering share up to {max_share:.2%}; counters' spread "
+                            f"{min(spreads):.2%}-{max(spreads):.2%}; discriminating rates: "
+                            f"{', '.join(f'{r:g}' for r in disc) or 'none'}",
+                  unit="rates", decision=decision,
+                  why=(f"the clustering's own MACs are {max_share:.2%} of the total at most; MAC counters disagree by "
+                       f"{min(spreads):.2%}-{max(spreads):.2%} at these rows (ours = FlopCounterMode, matrix products "
+                       f"only, vs fvcore's convention, which adds {FVCORE_NORM_PER_ELEMENT} per LayerNorm element; "
+                       f"measured); rates where the two counts print different figures under every counter within "
+                       f"that spread: {', '.join(f'{r:g}' for r in disc) or 'none'} (supporting: "
+                       f"{', '.join(f'{r:g}' for r in support) or 'none'}; against: "
+                       f"{', '.join(f'{r:g}' for r in against) or 'none'}); the authors' own log counter: "
+                       + ", ".join(f"keep {r:g} {BAT_S['log_gmacs'][r]:.4f}" for r in disc)
+                       + f"{' at the discriminating rate(s); ' if disc else ''}at keep 0.7 it is {log07:+.2%} from our "
+                         "count of EViT's schedule (their runs' schedules are not published)"))
 
     bad = mac_match[~mac_match.log_rounds_to_paper]
     n_log_ok = int(mac_match.log_rounds_to_paper.sum())
@@ -320,7 +448,7 @@ def file_mac_claims(rep: Any, macs: pd.DataFrame, mac_match: pd.DataFrame, num_c
 
 def file_parameter_claims(rep: Any, deit_s: torch.nn.Module, bat_opts: dict) -> None:
     """BAT adds no parameters (:class:`Condition`), and the third-party summary's loss is not the paper's
-    (a :class:`Premise` that the parameter count decides it, then a :class:`Condition` that fails)."""
+    (:func:`file_loss_claim`, a transcription check)."""
     n_plain = sum(p.numel() for p in deit_s.parameters())
     m_bat = patch(copy.deepcopy(deit_s), keep_rate=0.7, reducer="merge_dpcknn", reducer_options=bat_opts)
     n_bat = sum(p.numel() for p in m_bat.parameters())
@@ -334,20 +462,54 @@ def file_parameter_claims(rep: Any, deit_s: torch.nn.Module, bat_opts: dict) -> 
                       extra == 0 and BAT_S["log_params"] == n_plain,
                       f"patched {n_bat:,} vs unpatched {n_plain:,} vs logs {BAT_S['log_params']:,}"),
                   why=f"timm DeiT-S has {n_plain:,} parameters; patched with BAT {n_bat:,}")
-    premise = Premise("the patched model has exactly the unpatched parameter count (an importance/diversity loss "
-                      "would need trainable parameters or an auxiliary output)", extra == 0, f"{extra} extra parameters")
-    rule = Condition("reproduced when BAT has something an L_imp or L_div term could train (extra parameters or an "
-                     "auxiliary output), which the premise rules out")
+    file_loss_claim(rep)
+
+
+#: where the third-party summary states the objective (checked against the file when it is on this machine)
+SUMMARY_FILE = "shared/papers/bat-secondary-summary.txt"
+
+
+def summary_states(text: Optional[str], phrase: str) -> Optional[bool]:
+    """Whether ``text`` (the summary, None when its file is not here) states ``phrase`` (LaTeX and spacing aside)."""
+    if text is None:
+        return None
+    def norm(t: str) -> str:
+        t = t.lower().replace("\\alpha", "alpha").replace("\\beta", "beta")
+        return "".join(ch for ch in t if ch.isalnum() or ch in "=+")
+
+    return norm(phrase.replace("L_imp", "Limp").replace("L_div", "Ldiv")) in norm(
+        text.replace("L_{imp}", "Limp").replace("L_{div}", "Ldiv"))
+
+
+def _summary_text() -> Optional[str]:
+    for root in (Path.cwd(), *Path.cwd().parents):
+        f = root / SUMMARY_FILE
+        if f.is_file():
+            return f.read_text(errors="replace")
+    return None
+
+
+def file_loss_claim(rep: Any, summary_text: Optional[str] = "auto") -> None:
+    """The summary's training objective against the paper's, as a transcription check (:class:`Exact`): the
+    summary's objective must equal what the paper trains with (shared/papers/README.md, verified: no extra loss).
+    A :class:`Premise` first checks that the summary really states that objective (its file, when here)."""
+    text = _summary_text() if summary_text == "auto" else summary_text
+    quoted = BAT["secondary_summary_loss"]
+    stated = summary_states(text, quoted)
+    premise = Premise(f"the summary ({SUMMARY_FILE}) states the objective {quoted!r}", stated is not False,
+                      "its text does not contain it")
     rep.add_claim(id="bat.secondary.loss_objective", paper="bat",
-                  statement=f"BAT trains with the objective {BAT['secondary_summary_loss']} (a widely copied third-party "
-                            "summary, Sec. 2.3) -- NOT a claim of the paper",
-                  source="shared/papers/bat-secondary-summary.txt (secondary, partly wrong); not in the paper",
-                  paper_value="no extra loss, no extra parameter", our_value=f"{extra} extra parameters; no L_imp/L_div term",
-                  decision=premise.gate(rule.decide(False, "the claim is not the paper's: BAT is a parameter-free operator "
-                                                           "(0 extra parameters; the authors' logs print DeiT-S's own "
-                                                           "parameter count) trained with the ordinary classification loss; "
-                                                           "there is nothing for an L_imp or L_div term to train, and the "
-                                                           "paper states no such loss")))
+                  statement=f"BAT trains with the objective {quoted} (a widely copied third-party summary, Sec. 2.3) "
+                            "-- a transcription check of the summary against the paper",
+                  source=f"{SUMMARY_FILE} Sec. 2.3 (secondary, partly wrong) vs the paper as verified in "
+                         "shared/papers/README.md ('no extra loss exists')",
+                  paper_value=BAT["training_loss"], our_value=quoted, unit="training objective",
+                  decision=premise.gate(Exact(BAT["training_loss"], what="summary's objective").decide(quoted)),
+                  why=("the verified facts (shared/papers/README.md) say the summary's loss is not in the paper: BAT is "
+                       "a parameter-free operator trained with the ordinary classification loss; our implementation "
+                       "adds no parameter either (bat.params.none_added), which by itself could not detect a loss term"
+                       + ("" if stated is not None else "; the summary file is not on this machine, its text is "
+                                                        "taken from paper_numbers.BAT")))
 
 
 def plot_mac_column(macs: pd.DataFrame, mac_match: pd.DataFrame) -> plt.Figure:
@@ -431,27 +593,43 @@ def clustering_overhead(results: list, shares: dict, macs: dict, keep_rates: Seq
     return pd.DataFrame(rows)
 
 
+def speed_margin(keep_rate: float) -> Optional[float]:
+    """The margin of the clustering-cost claim, in % of the forward time: what the printed column can hide.
+    BAT prints EViT's GMACs at the same keep rate, i.e. equal cost to within half its last digit, 0.05 GMACs;
+    relative to the printed figure that is ``100 x 0.05 / printed`` % (1.7 % at 3.0, 2.8 % at 1.8). None where
+    BAT printed no figure."""
+    g = BAT_S["keep"].get(keep_rate, {}).get("gmacs")
+    return None if g is None else 100 * 0.05 / g
+
+
 def file_speed_claims(rep: Any, overhead: pd.DataFrame, cpu: str, device: str, bench_model: str, batch: int) -> None:
-    """Timed claims: BAT's operator costs less than 5 points of the forward time beyond EViT's
-    (:class:`Direction` ``"<"`` 5 on the paired share difference, gated on at least 3 timed passes)."""
-    rule = Direction("<", threshold=5.0, unit="% of forward time")
+    """Timed claims: BAT's operator costs no more than EViT's beyond what the printed column can hide
+    (:func:`speed_margin`): :class:`Direction` ``"<"`` that margin on the paired share difference (not reproduced
+    when the interval lies above it), gated on at least 3 timed passes and a printed figure."""
     for row in overhead[overhead.variant == "BAT in EViT's budget"].itertuples():
+        margin = speed_margin(row.keep_rate)
+        rule = Direction("<", threshold=round(margin, 2) if margin is not None else 0.0, unit="% of forward time")
         decision = Premise("at least 3 timed passes", row.passes >= 3, f"{row.passes}").gate(
-            rule.decide(row.extra_share * 100, row.extra_share_low * 100, row.extra_share_high * 100))
+            Premise("BAT prints a GMACs figure at this keep rate", margin is not None, "none printed").gate(
+                rule.decide(row.extra_share * 100, row.extra_share_low * 100, row.extra_share_high * 100)))
+        mtxt = f"{margin:.2f}" if margin is not None else "n/a"
         rep.add_claim(id=f"bat.speed.clustering_cost.keep{row.keep_rate:g}", paper="bat", timed=True,
                       load=bench.load_from_row(row._asdict()),
                       statement=f"At keep rate {row.keep_rate:g} BAT's clustering costs no more than EViT's fusion "
-                                "(the same printed GMACs): less than 5% of the forward time beyond EViT's operator",
+                                f"(the same printed GMACs): beyond EViT's operator, less than {mtxt} % of the forward "
+                                "time, the most the printed column's 0.05-GMAC rounding can hide (variant: BAT inside "
+                                "EViT's budget)",
                       source="BAT Table 1 (equal MAC columns); audit", paper_value=0.0,
                       our_value=round(row.extra_share * 100, 2),
                       ci=[round(row.extra_share_low * 100, 2), round(row.extra_share_high * 100, 2)],
                       unit="% of forward time, BAT operator - EViT operator", decision=decision,
-                      why=(f"ReductionTimer: per forward pass (scorer + reducer time) / forward time, BAT in EViT's "
-                           f"budget minus EViT at equal token counts, paired over interleaved passes; BAT's take "
-                           f"{row.operator_time_share:.1%} of each forward pass, EViT's {row.evit_operator_time_share:.1%}; "
-                           f"throughput BAT / EViT {row.throughput_vs_evit:.3f} [{row.throughput_low:.3f}, "
-                           f"{row.throughput_high:.3f}]; {cpu}, {device}, {bench_model}, batch {batch}, fp32, "
-                           f"{row.passes} timed passes"))
+                      why=(f"margin {mtxt} % = 100 x 0.05 / printed GMACs (half the column's last digit: a larger extra "
+                           f"cost would have changed the printed figure); ReductionTimer: per forward pass (scorer + "
+                           f"reducer time) / forward time, BAT in EViT's budget minus EViT at equal token counts, paired "
+                           f"over interleaved passes; BAT's take {row.operator_time_share:.1%} of each forward pass, "
+                           f"EViT's {row.evit_operator_time_share:.1%}; throughput BAT / EViT "
+                           f"{row.throughput_vs_evit:.3f} [{row.throughput_low:.3f}, {row.throughput_high:.3f}]; {cpu}, "
+                           f"{device}, {bench_model}, batch {batch}, fp32, {row.passes} timed passes"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -598,7 +776,8 @@ def file_proxy_claims(rep: Any, gaps: pd.DataFrame, trend: Trend, div: Mapping[s
                   why=(f"least-squares slope of the per-budget mean paired gap (BAT correct - EViT correct) vs keep rate, "
                        f"bootstrap over images; proxy scale ({base_name}, off the shelf, matched MACs, n={trend.n} "
                        "images); mean gaps " + ", ".join(f"{lv:g}: {g * 100:+.2f}" for lv, g in zip(trend.levels, trend.means))
-                       + " pp"))
+                       + f" pp; {PROXY_VARIANT}; the paper's own gaps mix protocols (its 0.7 row trained from scratch, "
+                         "the others fine-tuned: bat.protocol.*)"))
 
     for r_div in sorted({min(keep_rates), 0.5} & set(keep_rates)):
         g = gaps[gaps.keep_rate == r_div].iloc[0]
@@ -614,7 +793,7 @@ def file_proxy_claims(rep: Any, gaps: pd.DataFrame, trend: Trend, div: Mapping[s
                                                                              g.cosdist_diff_high),
                       why=f"paired bootstrap of the per-image mean pairwise cosine distance of the tokens leaving block "
                           f"{div_block} (prefix excluded; BAT {nb:.0f}, EViT {ne:.0f} tokens at matched MACs), "
-                          f"{n_div} images")
+                          f"{n_div} images; {PROXY_VARIANT}")
 
     for r_claim in (0.7, 0.5):
         if r_claim not in keep_rates:
@@ -628,8 +807,10 @@ def file_proxy_claims(rep: Any, gaps: pd.DataFrame, trend: Trend, div: Mapping[s
                       ci=[round(g.top1_diff_low * 100, 3), round(g.top1_diff_high * 100, 3)], unit="pp top-1, BAT - EViT",
                       decision=Direction(">", unit="pp").decide(g.top1_diff * 100, g.top1_diff_low * 100,
                                                                 g.top1_diff_high * 100),
-                      why=(f"paired bootstrap of per-image correctness on the same test images; proxy scale, off the "
-                           f"shelf, matched MACs, n={int(g.n)}; McNemar p={g.mcnemar_p:.3g}"))
+                      why=(f"direction only (the paper's gap is {paper_gap(r_claim):+} points; its size is not tested "
+                           f"at proxy scale); paired bootstrap of per-image correctness on the same test images; proxy "
+                           f"scale, off the shelf, matched MACs, n={int(g.n)}; McNemar p={g.mcnemar_p:.3g}; "
+                           f"{PROXY_VARIANT}"))
 
 
 def _errorbar(ax: Any, x: Any, grp: pd.DataFrame, y: str, **kw: Any) -> None:
@@ -741,7 +922,7 @@ def file_ablation_claims(rep: Any, abl_preds: Mapping[str, Any], r_abl: float, s
                       decision=Direction(">", unit="pp").decide(pc["top1_diff"] * 100, pc["top1_diff_low"] * 100,
                                                                 pc["top1_diff_high"] * 100),
                       why=(f"paired bootstrap on the same images; proxy scale, off the shelf, budget of EViT keep "
-                           f"{r_abl:g}, n={pc['n']}, McNemar p={pc['mcnemar_p']:.3g}"))
+                           f"{r_abl:g}, n={pc['n']}, McNemar p={pc['mcnemar_p']:.3g}; {PROXY_VARIANT}"))
 
 
 def plot_ablations(abl: pd.DataFrame) -> plt.Figure:
@@ -813,61 +994,227 @@ def run_finetune(base: torch.nn.Module, probe: torch.nn.Module, bat: PruneConfig
     return pd.DataFrame(runs), pd.DataFrame(summary), gaps
 
 
+#: what a real test of the trained claims would take (issue 14: real training)
+REAL_TRAINING = ("pending issue 14 (real training): {what}; neither ImageNet-1k nor the GPU time is on this machine")
+
+
 def file_finetune_claims(rep: Any, summary: pd.DataFrame, gaps: Mapping[float, list], cfg: Any,
                          base_name: Optional[str]) -> None:
-    """After fine-tuning BAT beats EViT: a :class:`Premise` of at least 3 seeds, then :class:`Direction`
-    ``">"`` on the Student-t interval of the mean paired gap over seeds. Not testable when not run."""
+    """After fine-tuning BAT beats EViT: a claim that needs real training (a fine-tuning that moves the model), so
+    it is ``not testable here`` whatever ran; the short placeholder run's numbers are reported in why and its
+    tables, never decided on."""
     statement = "After fine-tuning with pruning, BAT is more accurate than EViT at keep rate {r:g}"
-    if not len(summary):
-        why = ("finetune_steps = 0" if cfg.profile != "paper" else
-               "the paper profile does not fine-tune DeiT-S here (30 epochs of ImageNet per run and seed)")
-        for r in cfg.finetune_keep_rates:
-            rep.add_claim(id=f"bat.finetuned.vs_evit.keep{r:g}", paper="bat", statement=statement.format(r=r),
-                          source="BAT Table 1 vs EViT", paper_value="BAT > EViT",
-                          decision=not_testable(why, "3 seeds of pruning-aware fine-tuning, paired tests"))
-        return
-    rule = Direction(">", unit="pp (mean over seeds)")
-    for row in summary.itertuples():
-        r, pg = row.keep_rate, paper_gap(row.keep_rate)
+    what = ("pruning-aware fine-tuning of DeiT-S with BAT and with EViT by the paper's protocol (30 epochs of "
+            "ImageNet-1k per run), 3 seeds each, then a paired test over seeds on the validation set")
+    rows = {row.keep_rate: row for row in summary.itertuples()} if len(summary) else {}
+    for r in cfg.finetune_keep_rates:
+        row = rows.get(r)
+        if row is None:
+            ran = ("not run here (finetune_steps = 0)" if cfg.profile != "paper" else
+                   "not run at the paper profile (30 epochs of ImageNet per run and seed)")
+        else:
+            ran = (f"the placeholder run here ({cfg.finetune_steps} steps of batch {cfg.ft_batch} from {base_name}, "
+                   f"{row.seeds} seed(s)) gives BAT - EViT {row.diff_mean * 100:+.2f} pp (per seed "
+                   + ", ".join(f"{v * 100:+.2f}" for v in gaps.get(r, [])) + ") and decides nothing")
+        pg = paper_gap(r)
         rep.add_claim(id=f"bat.finetuned.vs_evit.keep{r:g}", paper="bat",
                       statement=statement.format(r=r) + (f" (DeiT-S: {pg:+} points)" if pg is not None else ""),
                       source="BAT Table 1 vs EViT README", paper_value=pg if pg is not None else "BAT > EViT",
-                      our_value=round(row.diff_mean * 100, 3),
-                      ci=None if math.isnan(row.diff_low) else [round(row.diff_low * 100, 3), round(row.diff_high * 100, 3)],
                       unit="pp top-1, BAT - EViT (mean over seeds)",
-                      decision=Premise("at least 3 seeds", row.seeds >= 3, f"{row.seeds} seed(s)").gate(
-                          rule.decide(row.diff_mean * 100, row.diff_low * 100, row.diff_high * 100)),
-                      why=(f"per seed: paired bootstrap + McNemar on the same test images; over seeds: Student-t "
-                           f"interval of the mean paired gap; {row.seeds} seeds x {cfg.finetune_steps} steps of batch "
-                           f"{cfg.ft_batch} from {base_name} (MAC-matched); per-seed gaps "
-                           + ", ".join(f"{v * 100:+.2f}" for v in gaps[r]) + " pp; BAT "
-                           f"{row.bat_mean:.4f} +- {row.bat_std:.4f}, EViT {row.evit_mean:.4f} +- {row.evit_std:.4f}"))
+                      decision=not_testable(REAL_TRAINING.format(what=what) + "; " + ran,
+                                            "needs real training (issue 14)"))
 
 
 # ----------------------------------------------------------------------------------------------
-# 7. the paper's accuracy columns
+# 7. the paper's accuracy columns, its protocol and what else it (or its summary) claims
 # ----------------------------------------------------------------------------------------------
 
 
 def file_top1_claims(rep: Any) -> None:
-    """BAT's ImageNet top-1 figures (DeiT-S per keep rate, DeiT-T): not testable here."""
+    """BAT's ImageNet top-1 figures (DeiT-S per keep rate, DeiT-T, LV-ViT-S): real training, not testable here."""
     for r in PAPER_KEEP:
+        start, ep = BAT_S["log_start"][r], BAT_S["log_epochs"][r]
         rep.add_claim(id=f"bat.top1.deit_s.keep{r:g}", paper="bat",
                       statement=f"DeiT-S with BAT at keep rate {r:g} reaches {BAT_S['keep'][r]['top1']} % ImageNet top-1 "
                                 f"(unpruned {BAT_S['baseline']['top1']}) at {BAT_S['keep'][r]['gmacs']} GMACs",
                       source="BAT Table 1", paper_value=BAT_S["keep"][r]["top1"], unit="% top-1",
-                      decision=not_testable("needs ImageNet-1k and DeiT-S trained with BAT (300 epochs from scratch at "
-                                            "0.7, 30 epochs of fine-tuning otherwise; the reported value is the best "
-                                            "epoch); neither is on this machine"))
+                      decision=not_testable(REAL_TRAINING.format(
+                          what=f"DeiT-S trained with BAT as the logs did at this rate ({start}, {ep} epochs of "
+                               f"ImageNet-1k; the reported value is the {BAT_S['reported_top1']}), then top-1 on the "
+                               "50k validation images")))
     t = BAT_T
     rep.add_claim(id="bat.top1.deit_t.keep0.7", paper="bat",
                   statement=f"DeiT-T with BAT reaches {t['bat']['top1']} % top-1 (unpruned {t['baseline']['top1']}) at "
                             f"{t['bat']['gmacs']} GMACs",
                   source="BAT Table 1", paper_value=t["bat"]["top1"], unit="% top-1",
-                  decision=not_testable(f"needs ImageNet-1k and DeiT-T trained with BAT; a "
-                                        f"{t['bat']['top1'] - t['baseline']['top1']:+.1f} point gain over the unpruned "
-                                        "model is within single-run noise and would need several seeds with a paired "
-                                        "test to decide"))
+                  decision=not_testable(REAL_TRAINING.format(
+                      what=f"DeiT-T trained with BAT on ImageNet-1k; a {t['bat']['top1'] - t['baseline']['top1']:+.1f} "
+                           "point gain over the unpruned model is within single-run noise and would need several seeds "
+                           "with a paired test")))
+    lv = BAT["lv_vit_s"]
+    rep.add_claim(id="bat.top1.lv_vit_s", paper="bat",
+                  statement=f"LV-ViT-S with BAT reaches {lv['top1']} % ImageNet top-1",
+                  source="BAT Table 1 (shared/papers/README.md)", paper_value=lv["top1"], unit="% top-1",
+                  decision=not_testable(REAL_TRAINING.format(
+                      what="an LV-ViT-S implementation (timm has none) trained with BAT and token labelling on "
+                           "ImageNet-1k")))
+
+
+def file_lv_vit_mac_claim(rep: Any) -> None:
+    """LV-ViT-S's 4.7 GMACs: analytic at the paper's scale if timm had LV-ViT; it has none (checked at run time)."""
+    lv = BAT["lv_vit_s"]
+    found = timm.list_models("*lv_vit*") + timm.list_models("*lvvit*")
+    why = (f"timm {timm.__version__} has no LV-ViT (timm.list_models('*lv_vit*') is empty); counting it would take "
+           "implementing LV-ViT-S (16 blocks, a convolutional patch stem, token-labelling head) and knowing BAT's "
+           "reduction locations and keep rate for it, which shared/papers does not give" if not found else
+           f"timm lists {found}, but BAT's reduction locations and keep rate for LV-ViT-S are not in shared/papers")
+    rep.add_claim(id="bat.macs.lv_vit_s", paper="bat", statement=f"LV-ViT-S with BAT costs {lv['gmacs']} GMACs",
+                  source="BAT Table 1 (shared/papers/README.md)", paper_value=lv["gmacs"], unit="GMACs",
+                  decision=not_testable(why, "analytic MACs need the architecture"))
+
+
+def protocols() -> pd.DataFrame:
+    """Per keep rate: how BAT's logged run started and for how many epochs, against EViT's protocol for the rows
+    BAT's Table 1 sets beside it (EViT Sec. 4: from scratch, 300 epochs), and the printed top-1 of both."""
+    ev = BAT["evit_protocol"]
+    return pd.DataFrame([{"keep_rate": r, "bat_start": BAT_S["log_start"][r], "bat_epochs": BAT_S["log_epochs"][r],
+                          "evit_start": ev["start"] if r in EVIT_S else None,
+                          "evit_epochs": ev["epochs"] if r in EVIT_S else None,
+                          "bat_top1": BAT_S["keep"][r]["top1"], "evit_top1": EVIT_S.get(r, {}).get("top1")}
+                         for r in PAPER_KEEP])
+
+
+def file_protocol_claims(rep: Any, proto: pd.DataFrame) -> None:
+    """The training protocol behind the printed comparisons, from the official logs and EViT's text
+    (transcription checks, :class:`Condition`): each BAT-vs-EViT row like for like, and one
+    protocol across BAT's own rows (which its 'the gap grows at low keep rates' reading needs)."""
+    src = ("BWLONG/BeyondAttentiveTokens log/Ours-<rho>.log (shared/papers/README.md) vs EViT Sec. 4 ('We train the "
+           "models with EViT from scratch for 300 epochs')")
+    for row in proto[proto.evit_epochs.notna()].itertuples():
+        bat_p, ev_p = f"{row.bat_start}, {row.bat_epochs} epochs", f"{row.evit_start}, {int(row.evit_epochs)} epochs"
+        rep.add_claim(id=f"bat.protocol.vs_evit.keep{row.keep_rate:g}", paper="bat",
+                      statement=f"BAT's Table 1 compares BAT ({row.bat_top1}) with EViT ({row.evit_top1}) at keep rate "
+                                f"{row.keep_rate:g} under the same training protocol",
+                      source=src, paper_value=ev_p, our_value=bat_p, unit="start, epochs",
+                      decision=Condition("reproduced when BAT's logged run at this keep rate started as EViT's rows "
+                                         "did and trained for as many epochs").decide(
+                          bat_p == ev_p, f"BAT's run: {bat_p}; EViT's: {ev_p}: a 0.1-0.5 point gap between runs of "
+                                         "different protocols is not a like-for-like difference"),
+                      why=f"from the logs (BAT's reported top-1 is the {BAT_S['reported_top1']}) and EViT's text")
+    starts = {(row.bat_start, row.bat_epochs) for row in proto.itertuples()}
+    rep.add_claim(id="bat.protocol.one_protocol_across_rates", paper="bat",
+                  statement="BAT's DeiT-S rows (keep 0.7 ... 0.2) were trained under one protocol, so its accuracy "
+                            "differences between keep rates are like for like",
+                  source=src, paper_value="one protocol", our_value=f"{len(starts)} protocols", unit="protocols",
+                  decision=Condition("reproduced when every row's logged run has the same start and number of "
+                                     "epochs").decide(len(starts) == 1, "; ".join(
+                                         f"keep {row.keep_rate:g}: {row.bat_start}, {row.bat_epochs} epochs"
+                                         for row in proto.itertuples())))
+
+
+def file_unsupported_claims(rep: Any) -> None:
+    """Claims with no test here: the comparison with DynamicViT and the summary's latency flaw."""
+    rep.add_claim(id="bat.vs_dynamicvit", paper="bat",
+                  statement="BAT is more accurate than DynamicViT (importance-based, learned scorer) at equal GMACs",
+                  source="bat-secondary-summary.txt Sec. 3.1 ('Comparison methods include DyViT and EViT'); no "
+                         "DynamicViT number is in shared/papers", paper_value="BAT > DynamicViT",
+                  decision=not_testable(REAL_TRAINING.format(
+                      what="DynamicViT's prediction modules trained with its distillation and KL losses from a teacher "
+                           "DeiT-S, and BAT trained by its protocol, both on ImageNet-1k; and the paper's DynamicViT "
+                           "row, which shared/papers does not give")))
+    rep.add_claim(id="bat.secondary.flaw_latency_vs_dynamicvit", paper="bat",
+                  statement="Summary's flaw: compared to dynamic token selection (DynamicViT), BAT has potential latency "
+                            "trade-offs -- NOT a claim of the paper",
+                  source="bat-secondary-summary.txt Sec. 4 'Strengths & Flaws' (secondary)",
+                  paper_value=BAT["secondary_summary_flaws"][1],
+                  decision=not_testable("DynamicViT's inference path (an MLP predictor per location, keeping rho, "
+                                        "rho^2, rho^3 of the tokens) is not implemented here; its latency needs no "
+                                        "training (random weights time the same), only that predictor; BAT's own "
+                                        "overhead beyond EViT is timed in bat.speed.clustering_cost.*",
+                                        "needs DynamicViT's predictor"))
+
+
+def kept_set_overlap(base: torch.nn.Module, images: torch.Tensor, bat: PruneConfig, keep_rate: float,
+                     n: int) -> dict:
+    """Does BAT's importance adapt to the input? ``bat`` at ``keep_rate`` on the first ``n`` images (one traced
+    forward): the attentive set each image keeps at the first location (indices of patches), and the mean
+    pairwise Jaccard overlap of those sets over all image pairs (1: the same tokens for every image)."""
+    m = copy.deepcopy(base)
+    bat.with_(keep_rate=keep_rate).apply(m, trace=True)
+    with torch.inference_mode():
+        m(images[:n])
+    keep = prune_state(m).history[0]["keep_idx"]
+    sets = [set(map(int, row)) for row in keep]
+    pairs = [(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))]
+    jac = [len(sets[i] & sets[j]) / len(sets[i] | sets[j]) for i, j in pairs]
+    return {"images": len(sets), "kept": int(keep.shape[1]), "mean_jaccard": float(np.mean(jac)) if jac else math.nan,
+            "all_identical": all(s == sets[0] for s in sets), "distinct_sets": len({frozenset(s) for s in sets})}
+
+
+def file_static_scores_claim(rep: Any, overlap: dict, keep_rate: float, base_name: Optional[str]) -> None:
+    """Summary's flaw 'BAT assumes static importance scores': reproduced when every image keeps the same attentive
+    set (the scores would not depend on the input), not reproduced when they differ (:class:`Condition`), gated on
+    at least 2 images."""
+    rule = Condition("reproduced when every image keeps the same attentive tokens at the first location (importance "
+                     "that does not depend on the input)")
+    decision = Premise("at least 2 images", overlap["images"] >= 2, f"{overlap['images']}").gate(
+        rule.decide(overlap["all_identical"], f"{overlap['distinct_sets']} different attentive sets over "
+                                              f"{overlap['images']} images (mean pairwise Jaccard "
+                                              f"{overlap['mean_jaccard']:.3f}): the [CLS]-attention importance is "
+                                              "recomputed for every image at every location"))
+    rep.add_claim(id="bat.secondary.flaw_static_scores", paper="bat",
+                  statement="Summary's flaw: BAT assumes static importance scores (the same tokens are important "
+                            "whatever the input) -- NOT a claim of the paper",
+                  source="bat-secondary-summary.txt Sec. 4 'Strengths & Flaws' (secondary)",
+                  paper_value=BAT["secondary_summary_flaws"][0], our_value=round(overlap["mean_jaccard"], 4),
+                  unit="mean pairwise Jaccard of the attentive sets", decision=decision,
+                  why=(f"BAT (merge_dpcknn) at keep {keep_rate:g} on {overlap['images']} test images of {base_name}, "
+                       f"{overlap['kept']} attentive tokens at the first location; 'static' read as input-independent "
+                       "(the paper computes importance from each image's [CLS] attention)"))
+
+
+# ----------------------------------------------------------------------------------------------
+# ToMe, the merging baseline, as its authors wrote it
+# ----------------------------------------------------------------------------------------------
+
+
+def tome_mac_table(deit_s: torch.nn.Module, measure_macs: bool) -> pd.DataFrame:
+    """DeiT-S with ToMe's own schedule (:func:`tokenprune.methods.tome.tome_schedule`: r tokens merged in every
+    block, [CLS] protected, proportional attention) for ToMe's printed r: patch tokens after each block, model
+    MACs, the matching's own MACs, the total, fvcore's convention (LayerNorms counted) and, with
+    ``measure_macs``, FlopCounterMode's count."""
+    rows = []
+    for r, printed in TOME[DEIT_S]["r"].items():
+        rates, locs = tome_schedule(r, deit_s.patch_embed.num_patches, len(deit_s.blocks))
+        m = patch(copy.deepcopy(deit_s), keep_rate=list(rates), locations=locs, reducer="bipartite", prop_attn=True)
+        c = flops.analytic_macs(m)
+        row = {"r": r, "tokens": " -> ".join(str(t - 1) for t in [c.tokens_in[0]] + c.tokens_out),
+               "gmacs_model": (c.total - c.reduction) / 1e9, "gmacs_matching": c.reduction / 1e9,
+               "gmacs_total": c.total / 1e9, "gmacs_fvcore_style": (c.total + layer_norm_macs(c, m.embed_dim)) / 1e9,
+               "paper_gflops": printed["gflops"]}
+        if measure_macs:
+            row["gmacs_measured"] = flops.measured_macs(m) / 1e9
+            assert abs(row["gmacs_measured"] - row["gmacs_total"]) / row["gmacs_total"] < 0.005
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def file_tome_claims(rep: Any, tome: pd.DataFrame, unpruned_gmacs: float) -> None:
+    """ToMe's printed DeiT-S GFLOPs for r = 8 / 13 / 16 from our count of its own schedule (:class:`Rounded` on the
+    total, matching included, as fvcore traces it), with the units stated: ToMe's 'FLOPs' are MACs."""
+    for row in tome.itertuples():
+        rep.add_claim(id=f"bat.baseline.tome.deit_s.r{row.r}", paper="other",
+                      statement=f"ToMe on DeiT-S with r = {row.r} tokens merged in every block costs {row.paper_gflops} "
+                                "GFLOPs (ToMe's unit; fvcore counts a multiply-accumulate as one 'FLOP')",
+                      source="ToMe (Bolya et al., ICLR 2023), DeiT-S r = 8/13/16 (shared/papers/README.md)",
+                      paper_value=row.paper_gflops, our_value=round(row.gmacs_total, 3), unit="GMACs",
+                      decision=Rounded(row.paper_gflops).decide(row.gmacs_total),
+                      why=(f"analytic MACs (= FlopCounterMode's) of timm DeiT-S at 224 px, batch 1, with ToMe's schedule "
+                           f"(tokenprune.methods.tome.tome_schedule; patch tokens {row.tokens}); the model alone "
+                           f"{row.gmacs_model:.3f}, the matching {row.gmacs_matching * 1e3:.1f} MMACs; fvcore's "
+                           f"convention (LayerNorms at 5 per element) {row.gmacs_fvcore_style:.3f}; units: unpruned "
+                           f"DeiT-S is {unpruned_gmacs:.3f} GMACs by our count, the 4.6 that EViT and BAT print (and "
+                           "ToMe's DeiT-S baseline), so these 'GFLOPs' are MACs (true FLOPs would be twice as many)"))
 
 
 # ----------------------------------------------------------------------------------------------
