@@ -150,3 +150,20 @@ def test_fusion_weight_spread_limits():
     assert fusion_weight_spread(s, 0.5, 0.5).item() > 0.999999        # T in (0, 1) >> score spread: plain mean
     assert abs(fusion_weight_spread(s, 0.5, 1e-9).item() - 1 / 3) < 1e-9  # T -> 0: one token of three
     assert torch.allclose(fusion_weight_spread(torch.zeros(2, 6), 0.5, 1e-9), torch.ones(2, dtype=torch.float64))
+
+
+def test_fusion_weight_distance_says_whether_a_temperature_can_change_the_fused_token():
+    from tokenprune.methods.varmedad import fusion_weight_distance, fusion_weights
+    s = torch.tensor([[1e-4, 2e-4, 3e-4, 4e-4, 5e-4, 6e-4]])            # attention-sized scores
+    w = fusion_weights(s, 0.5, 1e-9)
+    assert w.shape == (1, 3) and torch.allclose(w.sum(1), torch.ones(1, dtype=torch.float64))
+    # T = 0.5 and T = 1000 on such scores: the same (uniform) weights, distance ~ 0
+    assert fusion_weight_distance(s, 0.5, 0.5, 1e3).item() < 1e-3
+    assert fusion_weight_distance(s, 0.5, 0.5).item() < 1e-3             # against the plain mean
+    # T -> 0: one token of three against the plain mean: 1 - 1/3
+    assert abs(fusion_weight_distance(s, 0.5, 1e-9, 0.5).item() - 2 / 3) < 1e-3
+    # rescaled scores: T in (0, 1) now matters
+    assert fusion_weight_distance(s * 1e4, 0.5, 0.5).item() > 0.3
+    assert torch.equal(fusion_weight_distance(s, 1.0, 0.5), torch.zeros(1, dtype=torch.float64))  # nothing pruned
+    with pytest.raises(ValueError):
+        fusion_weights(s, 0.5, 0.0)

@@ -24,6 +24,8 @@ fusion weights on given scores (the paper gives T only as a number in (0, 1)).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 from tokenprune.core.schedule import num_keep
@@ -31,7 +33,7 @@ from tokenprune.core.reducers import Reduction, fuse_cost, fuse_rest, gather_tok
 from tokenprune.core.scorers import SCORERS, TokenContext, register_scorer, require_field, select_topk
 
 __all__ = ["attention_variance_eq6_float", "attention_medad_midpoint", "attention_medad_pooled", "attention_cv2",
-           "VARIANT_SCORERS", "fusion_weight_spread"]
+           "VARIANT_SCORERS", "fusion_weight_spread", "fusion_weights", "fusion_weight_distance"]
 
 #: the scorers this module registers
 VARIANT_SCORERS: tuple[str, ...] = ("attention_variance_eq6_float", "attention_medad_midpoint",
@@ -111,6 +113,32 @@ def fusion_weight_spread(scores: torch.Tensor, keep_rate: float, temperature: fl
     logw = torch.log_softmax(s / temperature, dim=1)
     entropy = -(logw.exp() * logw).sum(1)
     return entropy.exp() / rest.shape[1]
+
+
+def fusion_weights(scores: torch.Tensor, keep_rate: float, temperature: Optional[float]) -> torch.Tensor:
+    """The Eq. 8 weights ``softmax(s_i / T)`` over the pruned set at ``keep_rate`` (the ``N - ceil(r N)`` lowest
+    scores, ordered by descending score as :func:`fuse_softmax` sees them), float64 ``[B, n_pruned]``;
+    ``temperature=None``: the uniform weights of a plain mean (``T -> inf``)."""
+    k = num_keep(scores.shape[1], keep_rate)
+    _, rest = select_topk(scores, k)
+    if temperature is None:
+        return torch.full(rest.shape, 1.0 / max(rest.shape[1], 1), dtype=torch.float64)
+    if not temperature > 0:
+        raise ValueError(f"temperature: must be > 0 or None, got {temperature!r}")
+    return torch.softmax(torch.gather(scores.double(), 1, rest) / temperature, dim=1)
+
+
+def fusion_weight_distance(scores: torch.Tensor, keep_rate: float, temperature: Optional[float],
+                           other: Optional[float] = None) -> torch.Tensor:
+    """Per image (``[B]``, in [0, 1)): the total-variation distance ``1/2 sum_i |w_T,i - w_T',i|`` between the
+    Eq. 8 weights at ``temperature`` and at ``other`` (None: the uniform weights) on the same pruned set.
+    0 means the two temperatures build the same fused token; ``1 - 1/n_pruned`` a single token against the
+    plain mean. Whether a tested T *can* change the fused token is this distance, not the value of T."""
+    if scores.shape[1] - num_keep(scores.shape[1], keep_rate) <= 0:     # nothing pruned, nothing fused
+        return torch.zeros(scores.shape[0], dtype=torch.float64)
+    a = fusion_weights(scores, keep_rate, temperature)
+    b = fusion_weights(scores, keep_rate, other)
+    return 0.5 * (a - b).abs().sum(1)
 
 
 # ----------------------------------------------------------------------------------------------
