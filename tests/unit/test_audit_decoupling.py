@@ -5,7 +5,9 @@ import itertools
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
+import torch
 
 from tokenprune.study import params
 from tokenprune.study.audits import decoupling as dec
@@ -76,11 +78,24 @@ def rules():
     return cfg, d, dec.claim_rules(cfg, d)
 
 
+# intervals around the 6-point threshold of "more than six percentage points"
+T = dec.GAIN_THRESHOLD_PP
+IVS_T = [iv((lo + hi) / 2, lo, hi) for lo, hi in itertools.combinations_with_replacement([0.0, T - 1, T, T + 1, T + 3], 2)]
+
+
 def test_gain_and_centre(rules):
     _, _, r = rules
-    for g in IVS:
+    assert T == 6.0
+    for g in IVS + IVS_T:
         for ok in (True, False):
-            assert r["coverage_gain"].decide({"gap": g, "seeds_positive": ok}).verdict == old_gain(g, ok)
+            # the sign reading (the old rule) is now coverage_better; coverage_gain is the threshold reading
+            assert r["coverage_better"].decide({"gap": g, "seeds_positive": ok}).verdict == old_gain(g, ok)
+            want = R if (g.low > T and ok) else NR if g.high < T else I
+            assert r["coverage_gain"].decide({"gap": g, "seeds_positive": ok}).verdict == want
+    # a sign-only gain (the default run's 4.5 [3.88, 5.11]) no longer reproduces the "more than six points" claim
+    assert r["coverage_gain"].decide({"gap": iv(4.5, 3.88, 5.11), "seeds_positive": True}).verdict == NR
+    assert r["coverage_better"].decide({"gap": iv(4.5, 3.88, 5.11), "seeds_positive": True}).verdict == R
+    for g in IVS:
         want = R if g.low > 0 else NR if g.high < 0 else I
         assert r["beats_centre_prior"].decide(g.estimate, g.low, g.high).verdict == want
 
@@ -131,3 +146,183 @@ def test_every_parameter_has_a_meaning():
     for prof in ("smoke", "default", "paper"):
         assert set(dec.PROFILES[prof]) == set(dec.PARAMETERS)
         params.setup("04_decoupling", prof)
+
+
+# ----------------------------------------------------------------------------------------------
+# the claims added by issue 13: every rule driven to each verdict it can give
+# ----------------------------------------------------------------------------------------------
+
+
+def _measurements(per, keep_idx=None, seeds=(0,), n_boot=200):
+    return dec.Measurements(per, keep_idx or {}, list(seeds), n_boot, 0)
+
+
+def test_centre_prior_everywhere(rules):
+    cfg, _, r = rules
+    rule = r["centre_prior_everywhere"]
+    k = len(cfg.blocks) * len(cfg.keep_rates)
+    assert f"{100 * (1 - 0.05 / k):.2f} %" in rule.text
+    fam = lambda *ivs: [(2, 0.25, v) for v in ivs]  # noqa: E731
+    assert rule.decide(dec.centre_values(fam(iv(1, 0.5, 1.5), iv(0, -0.5, 0.5)))).verdict == R
+    assert rule.decide(dec.centre_values(fam(iv(1, 0.5, 1.5), iv(-19.5, -21.1, -18.0)))).verdict == NR
+    assert rule.decide(dec.centre_values(fam(iv(1, 0.5, 1.5), iv(-1.0, -2.0, 0.0)))).verdict == I
+
+
+def test_centre_family_is_bonferroni_over_configurations():
+    rng = np.random.default_rng(0)
+    n = 64
+    per = {}
+    for b in (2, 6):
+        for kp in (0.25, 0.7):
+            per[("x", b, kp, "sensitivity", 0)] = {"cov": rng.random(n)}
+            per[("x", b, kp, "centre", -1)] = {"cov": rng.random(n)}
+    m = _measurements(per)
+    fam = dec.centre_family(m, "x", [2, 6], [0.25, 0.7])
+    assert len(fam) == 4 and all(v.level == pytest.approx(1 - 0.05 / 4) for _, _, v in fam)
+    one = dec.metrics.paired_bootstrap_diff(100 * per[("x", 2, 0.25, "sensitivity", 0)]["cov"],
+                                            100 * per[("x", 2, 0.25, "centre", -1)]["cov"], n_boot=200, seed=0)
+    assert fam[0][2].high - fam[0][2].low > one.high - one.low  # wider than the single 95 % interval
+
+
+def test_decoupled_rules(rules):
+    _, _, r = rules
+    for key, name in (("decoupled", "rank correlation"), ("decoupled_equal_keep", "mean within-keep-rate rank correlation")):
+        rule = r[key]
+        assert rule.decide({name: (0.0, -0.1, 0.15)}).verdict == R
+        assert rule.decide({name: (0.48, 0.40, 0.53)}).verdict == NR
+        assert rule.decide({name: (0.1, -0.1, 0.3)}).verdict == I
+        assert rule.decide({name: (-0.5, -0.6, -0.3)}).verdict == I  # opposed: not 'decoupled', nor 'coupled'
+
+
+def _config_measurements(coupled: bool, n=48, seed=0):
+    """Configurations (3 blocks x 2 keep rates x 3 scorers) whose per-image agreement follows coverage (coupled) or
+    is drawn independently of it (each image's agreement the same in every configuration: constant means within
+    a keep rate would have no rank; so independent noise per configuration)."""
+    rng = np.random.default_rng(seed)
+    per = {}
+    for b in (2, 6, 10):
+        for kp in (0.25, 0.7):
+            for i, sc in enumerate(("cls_attention", "random", "centre")):
+                c = np.clip(rng.normal(0.2 + 0.05 * (b + 3 * i) + kp, 0.05, n), 0, 1)
+                a = (rng.random(n) < (c if coupled else 0.5)).astype(float)
+                per[("x", b, kp, sc, -1)] = {"cov": c, "agree": a}
+    return _measurements(per, n_boot=300)
+
+
+def test_decoupling_stats_on_constructed_data(rules):
+    _, _, r = rules
+    st = dec.decoupling_stats(_config_measurements(True, n=400), "x", [0.25, 0.7], 300, 0)
+    assert st.n_configs == 18 and st.n_strata == 2 and st.strata == {0.25: 9, 0.7: 9}
+    assert r["decoupled"].decide({"rank correlation": st.pooled}).verdict == NR
+    assert r["decoupled_equal_keep"].decide({"mean within-keep-rate rank correlation": st.stratified}).verdict == NR
+    e, lo, hi = st.stratified
+    assert lo <= e <= hi
+    # too few configurations: NaN, which the claim's premise turns into inconclusive
+    few = dec.Measurements({k: v for k, v in list(_config_measurements(False).per.items())[:3]}, {}, [0], 100, 0)
+    st = dec.decoupling_stats(few, "x", [0.25, 0.7], 100, 0)
+    assert st.n_configs == 3 and st.n_strata == 0 and all(np.isnan(st.pooled)) and all(np.isnan(st.stratified))
+
+
+def test_stratified_spearman_is_the_mean_of_the_strata():
+    rng = np.random.default_rng(2)
+    cov, agr = rng.random((10, 30)), (rng.random((10, 30)) < 0.6).astype(float)
+    s1, s2 = np.arange(5), np.arange(5, 10)
+    e, lo, hi = dec.stratified_spearman_boot(cov, agr, [s1, s2], 200, np.random.default_rng(0))
+    e1 = dec.spearman_boot(cov[s1], agr[s1], 10, np.random.default_rng(0))[0]
+    e2 = dec.spearman_boot(cov[s2], agr[s2], 10, np.random.default_rng(0))[0]
+    assert e == pytest.approx((e1 + e2) / 2) and lo <= hi
+    assert all(np.isnan(dec.stratified_spearman_boot(cov, agr, [], 10, np.random.default_rng(0))))
+
+
+def test_early_late_null(rules):
+    _, _, r = rules
+    rule = r["early_late_null"]
+    small, big = iv(0.1, -0.5, 0.6), iv(5, 3, 7)
+    assert rule.decide({"early_equivalent": True, "late_equivalent": True, "gap(early)": small, "gap(late)": small}).verdict == R
+    assert rule.decide({"early_equivalent": True, "late_equivalent": False, "gap(early)": small, "gap(late)": big}).verdict == NR
+    assert rule.decide({"early_equivalent": False, "late_equivalent": True, "gap(early)": iv(-5, -7, -3),
+                        "gap(late)": small}).verdict == NR
+    assert rule.decide({"early_equivalent": False, "late_equivalent": True, "gap(early)": iv(0.5, -1, 2),
+                        "gap(late)": small}).verdict == I
+
+
+def test_human_features_rule_and_stand_in(rules):
+    _, _, r = rules
+    rule = r["human_features"]
+    name = "gap (class-defining parts)"
+    assert rule.decide({name: iv(5, 2, 8), "seeds_positive": True}).verdict == R
+    assert rule.decide({name: iv(5, 2, 8), "seeds_positive": False}).verdict == I
+    assert rule.decide({name: iv(0, -0.5, 0.5), "seeds_positive": True}).verdict == NR
+    from tokenprune.study.verdicts import Premise
+    assert Premise("stand-in", holds=False).gate(rule.decide({name: iv(5, 2, 8), "seeds_positive": True})).verdict == I
+    # coverage of the class-defining parts only (beak, tail, crest), through the kept tokens
+    from tokenprune.data import synthetic
+    n_tok, K = 4, synthetic.N_PARTS
+    parts = np.zeros((2, K, n_tok), dtype=bool)
+    for p, t in (("beak", 0), ("tail", 1), ("crest", 2), ("body", 3)):
+        parts[:, synthetic.PART_NAMES.index(p) - 1, t] = True
+    parts[1] = False  # image 1: nothing annotated
+    S = SimpleNamespace(parts=torch.as_tensor(parts), patch_tokens=n_tok, name="parts/small")
+    got = dec.class_part_coverage(S, torch.tensor([[0, 3], [0, 3]]), "parts")
+    assert got[0] == pytest.approx(1 / 3) and np.isnan(got[1])  # the body patch does not count
+
+
+def test_human_features_values_per_seed():
+    from tokenprune.data import synthetic
+    n_tok, K, B = 4, synthetic.N_PARTS, 6
+    parts = np.zeros((B, K, n_tok), dtype=bool)
+    parts[:, synthetic.PART_NAMES.index("beak") - 1, 0] = True
+    S = SimpleNamespace(parts=torch.as_tensor(parts), patch_tokens=n_tok, name="parts/small")
+    keep = {("parts/small", "cls_attention", -1): torch.full((B, 1), 3),
+            ("parts/small", "sensitivity", 0): torch.zeros((B, 1), dtype=torch.long),
+            ("parts/small", "sensitivity", 1): torch.zeros((B, 1), dtype=torch.long)}
+    m = _measurements({}, keep, seeds=(0, 1))
+    g, pos, n_seeds, n_valid, cov_s, cov_c = dec.human_features_values(S, m, SimpleNamespace(seeds=[0, 1], coverage_variant="parts"))
+    assert (pos, n_seeds, n_valid) == (2, 2, B) and g.estimate == pytest.approx(100) and (cov_s, cov_c) == (100, 0)
+
+
+class _Rep:
+    def __init__(self):
+        self.claims = []
+
+    def add_claim(self, **kw):
+        self.claims.append(kw)
+
+
+def _macs_table(extra_gmacs):
+    rows = []
+    for arch, unpruned in (("deit_small_patch16_224", 4.6), ("deit_base_patch16_224", 17.6)):
+        for keep, pruned in ((0.5, 0.6 * unpruned), (0.7, 0.8 * unpruned)):
+            rows.append({"setting": "paper scale (224 px)", "model": arch, "keep_rate": keep,
+                         "model_gmacs_unpruned": unpruned, "model_gmacs_pruned_cls_attention": pruned,
+                         "model_gmacs_pruned_learned": pruned + extra_gmacs * unpruned / 4.6})
+    return pd.DataFrame(rows)
+
+
+def test_just_as_fast(rules):
+    _, _, r = rules
+    for extra, want in ((0.02, R), (0.1, NR)):  # 0.43 % and 2.2 % of 4.6 GMACs against the 1 % tolerance
+        rep = _Rep()
+        dec.just_as_fast_claim(rep, r["just_as_fast"], _macs_table(extra))
+        (c,) = rep.claims
+        assert c["id"] == "decouple.just_as_fast.deit_s_224" and c["decision"].verdict == want
+        assert c["our_value"] == pytest.approx(100 * extra / 4.6, abs=1e-3)
+    rep = _Rep()
+    dec.just_as_fast_claim(rep, r["just_as_fast"], None)
+    assert rep.claims[0]["decision"].verdict == "not testable here"
+
+
+def test_transcriptions_quote_the_source():
+    """Issue 13, item 10: the statements quote the press summary (no 'ViT-B', no '+6 pp')."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve()
+    found = [p / "shared/papers/decoupling-press-summary.txt" for p in (here.parents[2], here.parents[3])]
+    found = [f for f in found if f.exists()]
+    if found:
+        text = found[0].read_text(encoding="utf-8")
+        for key, quote in dec.QUOTE.items():
+            if not key.endswith("_value"):
+                assert quote in text, key
+    assert "ViT-B" not in dec.CLAIM_IDS["larger_model_null"] and "+6" not in dec.CLAIM_IDS["coverage_gain"]
+    assert dec.QUOTE["coverage_gain_aircraft_value"] in dec.QUOTE["coverage_gain_aircraft"]

@@ -28,6 +28,8 @@ EVIT = {
         "baseline": {"gmacs": 17.6},
         # "EViT-DeiT-B with a keep rate of 0.8 increases inference throughput by 26%" (Appendix, Table 8)
         "speedup_keep0.8": 1.26,
+        # "... while maintaining the Top-1 accuracy reduction within 0.1% on ImageNet" (same sentence, Table 8)
+        "top1_drop_keep0.8_within": 0.1,
     },
 }
 
@@ -83,6 +85,15 @@ VARMEDAD = {
     },
     # Eq. 6 as printed: a_var = (1/H) sum_h (a_h - mean_h a): identically zero (review, major comment 1)
     "eq6_printed": "a_var = 1/H sum_h (a_class^(h) - a_bar)",
+    # review, 'If this is right' (editorial extensions; the review quotes no table for them): "at r=0.7 throughput
+    # rises about 50% with accuracy loss near 0.3 points" (the same figures as EViT's abstract for keep 0.7 on
+    # ImageNet-1k; which model, fusion and hardware the paper used for them is not in our sources)
+    "r07": {"keep_rate": 0.7, "speedup": 1.5, "top1_drop": -0.3,
+            "source": "review, 'If this is right' (editorial extension; no table quoted)"},
+    # same list: "MedAD provides a more stable alternative at aggressive keep rates, staying within 3% accuracy at
+    # r=0.3" ("3%" read as 3 top-1 points below the unpruned model; the baseline is not quoted)
+    "medad_r03": {"keep_rate": 0.3, "max_drop": 3.0,
+                  "source": "review, 'If this is right' (editorial extension; Table 1 values not quoted)"},
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -116,6 +127,11 @@ BAT = {
         "log_params": 22050664,
         # logs: rho 0.7 trained from scratch for 300 epochs, the others fine-tuned for 30 epochs
         "log_epochs": {0.7: 300, 0.6: 30, 0.5: 30, 0.4: 30, 0.3: 30, 0.2: 30},
+        # the same logs: how each row started (shared/papers/README.md: "keep 0.7 trained from scratch 300 epochs,
+        # the others fine-tuned 30 epochs"; "reported accuracy is the max over epochs")
+        "log_start": {0.7: "from scratch", 0.6: "fine-tuned", 0.5: "fine-tuned", 0.4: "fine-tuned",
+                      0.3: "fine-tuned", 0.2: "fine-tuned"},
+        "reported_top1": "max over epochs",
         "locations": (4, 7, 10),
     },
     "deit_tiny_patch16_224": {
@@ -129,6 +145,29 @@ BAT = {
     # not in the paper: a third-party summary (shared/papers/bat-secondary-summary.txt, Sec. 2.3) claims the
     # objective "L = alpha L_imp + beta L_div"; BAT has no extra loss and no extra parameter
     "secondary_summary_loss": "L = alpha L_imp + beta L_div",
+    # what the paper trains with (shared/papers/README.md, verified: "no extra loss exists"; "parameter-free operator")
+    "training_loss": "the classification loss only (no extra loss term)",
+    # EViT's protocol for the rows BAT's Table 1 sets beside it: "We train the models with EViT from scratch for 300
+    # epochs" (EViT Sec. 4, implementation details; shared/papers/evit-paper-text.txt)
+    "evit_protocol": {"start": "from scratch", "epochs": 300},
+    # the comparison with DynamicViT is named by the third-party summary (Sec. 3.1: "Comparison methods include DyViT
+    # and EViT"); no DynamicViT number is in shared/papers
+    "secondary_summary_flaws": ("the method assumes static importance scores",
+                                "potential latency trade-offs compared to dynamic token selection (DynamicViT)"),
+}
+
+__all__ += ["TOME", "TOME_SOURCE"]
+
+TOME_SOURCE = ("ToMe (Bolya et al., ICLR 2023, facebookresearch/ToMe) as verified in shared/papers/README.md; its "
+               "'GFLOPs' are fvcore counts, which count a matrix product's multiply-accumulates (the study checks "
+               "them against its MAC count)")
+
+#: ToMe on DeiT-S: r tokens merged in every block
+TOME = {
+    "deit_small_patch16_224": {
+        "baseline": {"top1": 79.8},
+        "r": {8: {"gflops": 3.4}, 13: {"gflops": 2.7, "top1": 79.36}, 16: {"gflops": 2.3}},
+    },
 }
 
 __all__ += ["DECOUPLE", "DECOUPLE_SOURCE"]
@@ -145,9 +184,31 @@ DECOUPLE = {
     "faithfulness": "almost identical",
     # "most visible when the model is looking at the image at a specific, intermediate stage of its processing"
     "largest_at": "intermediate block, low keep rate",
-    # "When they tested a much larger, more powerful version of the model, the difference ... vanished"
-    "larger_model": "ViT-B: no gap",
     "datasets": ("CUB-200-2011", "Stanford Cars", "FGVC-Aircraft"),
+    # the summary's own words, quoted verbatim (issue 13, item 10: an earlier paraphrase named ViT-B; the
+    # summary never names a model)
+    "quotes": {
+        "title": "Part-Coverage and Faithfulness Decouple in ViT Token Pruning for Fine-Grained Visual Categorization",
+        "decouple": "the two goals—keeping the right physical parts and keeping the right logic for the final "
+                    "answer—can pull in different directions",
+        "coverage_better": "was significantly better at keeping the patches that covered the actual parts of the objects",
+        "coverage_gain_aircraft": "On the aircraft dataset, for instance, this new method improved the coverage of "
+                                  "the actual plane parts by more than six percentage points compared to the "
+                                  "standard method",
+        "coverage_gain_aircraft_value": "more than six percentage points",
+        "intermediate": "this gap is most visible when the model is looking at the image at a specific, "
+                        "intermediate stage of its processing",
+        "early_late": "If the model looks too early or too late in its processing chain, the difference between the "
+                      "two methods disappears",
+        "low_keep": "this effect is strongest when the model is forced to be very efficient, keeping only a small "
+                    "fraction of the original image patches",
+        "larger_model": "When they tested a much larger, more powerful version of the model, the difference between "
+                        "the two methods vanished",
+        "larger_model_value": "the difference vanished (\"a much larger, more powerful version of the model\")",
+        "human_features": "the new method consistently selected the patches that corresponded to the physical "
+                          "features that humans would use to identify the object",
+        "just_as_fast": "they can get a system that is just as fast and just as accurate",
+    },
 }
 
 __all__ += ["EVIT_TEXT", "EVIT_TEXT_SOURCE"]
@@ -166,4 +227,7 @@ EVIT_TEXT = {
     # Table 2 text: "the accuracy fluctuation in EViT with inattentive token fusion is smaller ... as shown by the
     # standard deviation in Table 2" (the values are not in the text)
     "fusion_smaller_std": True,
+    # "We train the DeiT-S model with 0.7 keep rate for longer epochs of 450 and 600 ... As shown in Table 4, their
+    # performance steadily improves with training epochs" (Sec. 4.2; Table 4's accuracies are not in the text)
+    "longer_training_epochs": (450, 600),
 }
