@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print whether each row meets the speed targets: speedup / MAC ratio (median) >= "
                          f"{SPEEDUP_PER_MAC_TARGET['other']} ({SPEEDUP_PER_MAC_TARGET[1]} at batch 1) and, with "
                          "--official-evit, not slower than the official EViT (upper bound of ours / official >= 1)")
+    ap.add_argument("--eager-attn", action="store_true",
+                    help="our models (the unpruned baseline included) compute attention explicitly, softmax(q k^T) v, as "
+                         "the official evit.py does, instead of timm's fused kernel (core.precision.set_eager_attention)")
     ap.add_argument("--json", metavar="FILE", default=None, help="also write the rows to FILE as JSON")
     return ap
 
@@ -294,6 +297,10 @@ def _build_models(args, ap) -> tuple[dict, dict, dict]:
         m = copy.deepcopy(src)
         if r < 1.0:
             patch(m, keep_rate=r, scorer=args.scorer, reducer=args.reducer)
+        if args.eager_attn:
+            from tokenprune.core.precision import set_eager_attention
+
+            set_eager_attention(m)
         label = f"keep={r:g}"
         models[label], macs[label] = m, analytic_macs(m).total
         if official_mod is not None and r < 1.0:
@@ -327,7 +334,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     first = models[f"keep={args.keep[0]:g}"]
     img = tuple(first.patch_embed.img_size)
     hw = hardware()
-    print(f"# {args.model}, {args.scorer} + {args.reducer}; {args.device}, {torch.get_num_threads()} threads; "
+    print(f"# {args.model}, {args.scorer} + {args.reducer}{' (explicit attention)' if args.eager_attn else ''}; {args.device}, {torch.get_num_threads()} threads; "
           f"{hw['cpu_model']}{', ' + ', '.join(hw['gpus']) if hw['gpus'] else ''}; median of {args.rounds} interleaved "
           f"rounds x {args.iters or f'max(2, {MIN_IMAGES_PER_ROUND} / batch)'} batches; speedup (95 % bootstrap interval over rounds) and MAC ratio relative to "
           f"keep={args.keep[0]:g}" + ("; ours / official: our img/s over the official evit.py's, same run" if pairs else ""))
