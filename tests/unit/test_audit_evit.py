@@ -235,18 +235,23 @@ def _small_vit():
     return VisionTransformer(img_size=28, patch_size=4, in_chans=1, num_classes=10, embed_dim=32, depth=12, num_heads=2)
 
 
-def test_no_parameters_claim(monkeypatch):
-    rep = _rep()
-    out = evit.no_parameters_claim(rep, _small_vit())
-    assert rep.claims[0].verdict == "reproduced" and out["after"]["new_names"] == [] and rep.claims[0].our_value == 0
+def _patch_adding_parameters(monkeypatch, n: int) -> None:
+    """Make the audit's ``patch`` register an ``extra`` parameter of ``n`` elements (a patch that adds parameters)."""
     real_patch = evit.patch
 
     def patch_adding(model, **kw):
         real_patch(model, **kw)
-        model.register_parameter("extra", torch.nn.Parameter(torch.zeros(3)))
+        model.register_parameter("extra", torch.nn.Parameter(torch.zeros(n)))
         return model
 
     monkeypatch.setattr(evit, "patch", patch_adding)
+
+
+def test_no_parameters_claim(monkeypatch):
+    rep = _rep()
+    out = evit.no_parameters_claim(rep, _small_vit())
+    assert rep.claims[0].verdict == "reproduced" and out["after"]["new_names"] == [] and rep.claims[0].our_value == 0
+    _patch_adding_parameters(monkeypatch, 3)
     rep = _rep()
     evit.no_parameters_claim(rep, _small_vit())
     c = rep.claims[0]
@@ -289,14 +294,7 @@ def test_dynamicvit_claims(monkeypatch):
         assert v["evit.t7.fewer_params_than_dynamicvit"] == "reproduced"
         assert v["evit.t7.same_macs_as_dynamicvit.keep0.7"] == want
         assert table.parameters[1] > table.parameters[0]
-    real_patch = evit.patch
-
-    def patch_adding(model, **kw):
-        real_patch(model, **kw)
-        model.register_parameter("extra", torch.nn.Parameter(torch.zeros(10_000_000)))
-        return model
-
-    monkeypatch.setattr(evit, "patch", patch_adding)
+    _patch_adding_parameters(monkeypatch, 10_000_000)
     rep = _rep()
     evit.dynamicvit_claims(rep, _macs({0.7: 3.0}, t))
     assert _verdicts(rep)["evit.t7.fewer_params_than_dynamicvit"] == "not reproduced"
