@@ -126,6 +126,9 @@ class Claim:
     ``load``, the conditions its figures were timed under
     (:func:`tokenprune.measure.throughput.load_record`: load averages, other processes' cores, round
     spread, warnings); one timed under load says so in the ledger (:data:`UNDER_LOAD_MARK` before its why).
+    ``design`` is the record of a comparison's design (:meth:`tokenprune.measure.power.Design.record`, or
+    :meth:`tokenprune.study.verdicts.Detectable.record`): its units, minimum detectable effect at 80 % power, the
+    MDE at the largest scale this machine allows and the effect in dispute; the ledger's MDE column shows it.
     """
 
     id: str
@@ -142,6 +145,7 @@ class Claim:
     test: str = ""
     timed: bool = False
     load: dict | None = None
+    design: dict | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id or re.search(r"[\s|`]", self.id):
@@ -160,6 +164,12 @@ class Claim:
         if self.timed and not (isinstance(self.load, dict) and "under_load" in self.load):
             raise ValueError(f"claim {self.id}: a timed claim needs load, the conditions it was timed under "
                              "(tokenprune.measure.throughput.load_record(results)), got {self.load!r}")
+        if self.design is not None:
+            if not (isinstance(self.design, Mapping) and {"mde", "mde_at_max", "n", "unit"} <= set(self.design)):
+                raise ValueError(f"claim {self.id}: design must be a design record "
+                                 "(tokenprune.measure.power.Design.record(effect), or Detectable.record()), "
+                                 f"got {self.design!r}")
+            self.design = to_jsonable(dict(self.design))
         if not self.timed and self.load is not None:
             raise ValueError(f"claim {self.id}: load is recorded for timed claims only")
         if self.load is not None:
@@ -396,7 +406,40 @@ def _ours(claim: Mapping[str, Any]) -> str:
     return s
 
 
-_CLAIM_COLUMNS = ("claim", "statement", "paper", "ours [CI]", "unit", "profile", "verdict", "why")
+_CLAIM_COLUMNS = ("claim", "statement", "paper", "ours [CI]", "unit", "MDE", "profile", "verdict", "why")
+
+
+def _mde_cell(claim: Mapping[str, Any]) -> str:
+    """``0.62 (n 2000; 0.28 at full scale) / 0.30``: the design's MDE, at the largest scale, and the effect in
+    dispute; empty for a claim without a design (not a comparison, or not yet given one)."""
+    d = claim.get("design")
+    if not d:
+        return ""
+    cell = f"{d['mde']:.3g} ({d['n']} {d['unit']}"
+    if d.get("n_max", d["n"]) != d["n"]:
+        cell += f"; {d['mde_at_max']:.3g} at {d['n_max']}"
+    cell += ")"
+    if d.get("effect_in_dispute") is not None:
+        cell += f" vs {d['effect_in_dispute']:.3g}"
+    return cell
+
+
+def _design_summary(results: list[dict[str, Any]]) -> list[str]:
+    """How many claims state a design, how many can detect their effect in dispute, how many are not testable
+    for power, and how many inconclusive claims rest on a failed premise (counted apart, issue 14)."""
+    claims = [c for r in results for c in r["claims"]]
+    designed = [c for c in claims if c.get("design")]
+    disputed = [c for c in designed if c["design"].get("effect_in_dispute") is not None]
+    powered = [c for c in disputed if c["design"]["mde"] <= c["design"]["effect_in_dispute"]]
+    weak = [c for c in disputed if c["design"]["mde_at_max"] > 2 * c["design"]["effect_in_dispute"]]
+    premise = [c for c in claims if c["verdict"] == "inconclusive" and "premise failed" in c.get("why", "")]
+    return [
+        "",
+        f"Designs: {len(designed)} claims state their minimum detectable effect (80 % power, column MDE: "
+        f"this run's, at the largest scale here, and the effect in dispute); {len(powered)} of the {len(disputed)} "
+        f"with an effect in dispute detect it at this run's scale, and {len(weak)} cannot at any scale this machine "
+        f"allows (MDE above twice the effect). Inconclusive for a failed premise: {len(premise)}.",
+    ]
 
 
 def _mixed_profiles_note(results: list[dict[str, Any]]) -> list[str]:
@@ -451,6 +494,7 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
     lines.append(
         f"| **all** | | {sum(totals.values())} | " + " | ".join(str(totals[v]) for v in VERDICTS) + " |"
     )
+    lines += _design_summary(results)
     for r in results:
         title = str(r.get("title") or r["name"])
         lines += ["", f"## {_cell(str(r['name']))}: {_cell(title)}", f"<!-- notebook: {r['name']} -->", ""]
@@ -469,6 +513,7 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
                 _fmt_value(c.get("paper_value")),
                 _ours(c),
                 _cell(c.get("unit", "")),
+                _cell(_mde_cell(c)),
                 _cell(c.get("profile", "")) + (TIMED_MARK if c.get("timed") else ""),
                 c["verdict"],
                 _cell(_why_with_load(c)),

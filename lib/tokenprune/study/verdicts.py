@@ -17,6 +17,10 @@ Rule kinds:
 * :class:`Condition` -- a stated condition on measured quantities holds (a consistency check).
 * :class:`Premise` -- what must hold before a claim is judged; a failed premise makes the claim
   ``inconclusive`` with the premise named.
+* :class:`Detectable` -- the design can detect the effect in dispute (its minimum detectable effect,
+  :mod:`tokenprune.measure.power`): an ``inconclusive`` decision of a design whose MDE, even at the largest
+  scale this machine allows, is above twice the effect becomes ``not testable here`` with the scale that would
+  decide it.
 * :class:`Criteria` -- a composite claim on several intervals and flags: reproduced when all of one list of
   declared conditions hold, else not reproduced when any of a second list holds, else inconclusive.
 * :class:`Robustness` -- an unreported choice does not matter: not reproduced when any alternative differs
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 __all__ = [
     "Decision",
@@ -42,6 +46,7 @@ __all__ = [
     "Condition",
     "Premise",
     "first_failed",
+    "Detectable",
     "Criteria",
     "Above",
     "Below",
@@ -281,6 +286,52 @@ class Premise:
             return Decision(decision.verdict, decision.why, rule)
         return Decision(INCONCLUSIVE, f"premise failed: {self.name}" + (f" ({self.detail})" if self.detail else ""),
                         rule)
+
+
+@dataclass(frozen=True)
+class Detectable:
+    """Whether a claim's design can detect ``effect``, the effect in dispute (stated before the data, in the
+    claim's unit), at 80 % power: :mod:`tokenprune.measure.power` (issue 14).
+
+    ``gate(decision)``: an ``inconclusive`` decision becomes ``not testable here`` when the MDE at the largest
+    scale this machine allows (``design.n_max``) is more than ``factor`` x the effect, with the MDE and the
+    number of units that would decide it; an inconclusive decision of a design that is underpowered at its own
+    ``n`` but not at ``n_max`` says so. Decisive verdicts pass unchanged (the data decided despite the power),
+    and so does a failed premise (gate the premise outside this gate). The MDE depends only on the spread of
+    the differences, so this gate cannot favour either verdict. ``record()`` is what the claim stores
+    (``Claim.design``; the ledger's MDE column)."""
+
+    effect: float
+    design: Any
+    factor: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.effect) and self.effect > 0):
+            raise ValueError(f"effect: the effect in dispute must be finite and > 0, got {self.effect!r}")
+
+    @property
+    def text(self) -> str:
+        return (f"detectable: not testable here when the MDE (80 % power) at the largest scale here exceeds "
+                f"{self.factor:g} x the effect in dispute, {self.effect:g}")
+
+    def record(self) -> dict:
+        return self.design.record(self.effect)
+
+    def gate(self, decision: Decision) -> Decision:
+        d = self.design
+        rule = f"{self.text}; then {decision.rule}"
+        if decision.verdict != INCONCLUSIVE or decision.why.startswith("premise failed"):
+            return Decision(decision.verdict, decision.why, rule)
+        if d.mde_at_max > self.factor * self.effect:
+            return Decision(NOT_TESTABLE, f"{decision.why}; the MDE at {d.max_scale} is {d.mde_at_max:.2f}, more "
+                                          f"than {self.factor:g} x the effect in dispute ({self.effect:g}): deciding it "
+                                          f"needs about {d.n_needed(self.effect)} {d.unit} (this run: {d.n}, MDE "
+                                          f"{d.mde:.2f})", rule)
+        if d.mde > self.effect:
+            return Decision(INCONCLUSIVE, f"{decision.why}; underpowered: MDE {d.mde:.2f} with this run's {d.n} {d.unit} "
+                                          f"is above the effect in dispute ({self.effect:g}); {d.mde_at_max:.2f} at "
+                                          f"{d.max_scale}", rule)
+        return Decision(INCONCLUSIVE, decision.why, rule)
 
 
 def first_failed(premises: Sequence[Premise]) -> Optional[Premise]:
