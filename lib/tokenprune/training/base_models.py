@@ -71,6 +71,12 @@ __all__ = [
     "verify_checkpoint",
     "ensure_model",
     "load_base_model",
+    "FINETUNE_CONDITIONS",
+    "FINETUNE_SEEDS",
+    "finetune_recipes",
+    "base_recipes",
+    "finetuned_name",
+    "load_finetuned",
     "build_profile",
     "main",
 ]
@@ -125,7 +131,14 @@ def _vit_s14_preprocess() -> dict:
 
 
 def default_recipes() -> dict[str, TrainRecipe]:
-    """The base models of the ``default`` profile (see the module docstring)."""
+    """The base models of the ``default`` profile (see the module docstring), then the cached fine-tunes of the
+    calibrated proxy (:func:`finetune_recipes`; bases first, so ``make models`` builds a base before its fine-tunes)."""
+    bases = base_recipes()
+    return {**bases, **finetune_recipes(bases)}
+
+
+def base_recipes() -> dict[str, TrainRecipe]:
+    """The models trained from scratch or from the pretrained ViT-S/14 (no fine-tune of another recipe)."""
     fmnist_pre = {"channels": 1, "mean": [FMNIST_MEAN], "std": [FMNIST_STD], "resize": "pad"}
     fmnist = {"val_fraction": 0.1, "seed": 0}
     cfmnist_pre = {"channels": 1, "mean": [CFMNIST_MEAN], "std": [CFMNIST_STD], "resize": "pad"}
@@ -171,6 +184,41 @@ def default_recipes() -> dict[str, TrainRecipe]:
     }
 
 
+#: the cached fine-tunes with pruning of the calibrated proxy (issue 14, item 2): condition -> (keep rate, reducer,
+#: keep-rate warm-up in epochs). EViT's fine-tuning protocol prunes at the target from the first iteration
+#: (``--shrink_start_epoch 0 --shrink_epochs 0``); the warm-up variant is its from-scratch cosine schedule, shortened.
+FINETUNE_CONDITIONS: dict[str, tuple[float, str, float]] = {
+    "unpruned": (1.0, "fuse_attention", 0.0),
+    "fuse70": (0.7, "fuse_attention", 0.0),
+    "fuse70_warm": (0.7, "fuse_attention", 0.5),
+    "drop70": (0.7, "drop", 0.0),
+}
+#: seeds of every cached fine-tune (claims about seeds need 5)
+FINETUNE_SEEDS = (0, 1, 2, 3, 4)
+
+
+def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_cfmnist", prefix: str = "cfmnist",
+                     seeds: Sequence[int] = FINETUNE_SEEDS) -> dict[str, TrainRecipe]:
+    """``<prefix>_ft_<condition>_s<seed>``: ``bases[base_name]`` fine-tuned for one epoch of its training set with
+    pruning by each of :data:`FINETUNE_CONDITIONS` (the unpruned condition is the control: the same extra training
+    without pruning), AdamW at lr 2e-4 -> 2e-6 (cosine, warm-up 0.1 epoch), weights stored in fp16 like the base.
+    The base's recipe hash enters the arch, so a retrained base is a new fine-tune."""
+    from tokenprune.measure.evaluation import PruneConfig
+    from tokenprune.training.finetune import finetune_recipe
+
+    base = bases[base_name]
+    out = {}
+    for cond, (keep, reducer, warm) in FINETUNE_CONDITIONS.items():
+        for s in seeds:
+            name = f"{prefix}_ft_{cond}_s{s}"
+            config = None if keep >= 1.0 else PruneConfig(keep_rate=keep, reducer=reducer)
+            r = finetune_recipe(base, config, name=name, seed=s, epochs=1.0, batch_size=base.batch_size,
+                                lr=2e-4, min_lr=2e-6, warmup_epochs=0.1, keep_length=warm, keep_start=0.0)
+            out[name] = r.replace(arch={"builder": "finetune", "base": base_name, "base_hash": base.recipe_hash()},
+                                  extra={"finetune": cond})
+    return out
+
+
 def smoke_recipes() -> dict[str, TrainRecipe]:
     """Tiny versions of the default models: a few steps each, seconds in all."""
     out = {}
@@ -187,6 +235,15 @@ def smoke_recipes() -> dict[str, TrainRecipe]:
             kw.update(train_subset=None, val_subset=None, test_subset=None)
         if arch["builder"] == "vit_s14":
             kw["img_size"] = 28
+        if r.dataset == "cluttered_fashion_mnist":
+            kw["dataset_kwargs"] = {**r.dataset_kwargs, "limit": 256}
+        if arch["builder"] == "finetune":
+            if r.seed not in (0, 1, 2):  # three seeds are enough to run the code
+                continue
+            base = out[f"{arch['base']}_smoke"]
+            arch.update(base=f"{arch['base']}_smoke", base_hash=base.recipe_hash())
+            kw = {"epochs": 1, "warmup_epochs": 0.2, "batch_size": 16, "train_subset": 64, "val_subset": 32,
+                  "test_subset": 32, "dataset_kwargs": base.dataset_kwargs}
         out[f"{name}_smoke"] = r.replace(name=f"{name}_smoke", arch=arch, **kw)
     return out
 
@@ -271,6 +328,14 @@ def build_model(recipe: TrainRecipe, init: Optional[str | os.PathLike] = None) -
         model = load_vit_s14(img_size=recipe.img_size, num_classes=0)
         model.reset_classifier(int(arch["num_classes"]))
         return model
+    if builder == "finetune":
+        # a cached fine-tune starts from its base model's checkpoint (the recipe names it by name and hash)
+        prof, base = _find_recipe(str(arch["base"]))
+        if base.recipe_hash() != arch["base_hash"]:
+            raise CheckpointMismatchError(f"{recipe.name}: its base {arch['base']!r} is now recipe {base.recipe_hash()}, "
+                                          f"the fine-tune was defined on {arch['base_hash']}")
+        model, _ = load_base_model(str(arch["base"]), profile=prof, train_if_missing=prof == "smoke", progress=False)
+        return model
     if builder == "timm_pretrained":
         import timm
 
@@ -281,7 +346,7 @@ def build_model(recipe: TrainRecipe, init: Optional[str | os.PathLike] = None) -
 
             load_checkpoint(model, str(init), strict=True)
         return model
-    raise ValueError(f"arch.builder: unknown {builder!r} (timm_vit, vit_s14, timm_pretrained)")
+    raise ValueError(f"arch.builder: unknown {builder!r} (timm_vit, vit_s14, finetune, timm_pretrained)")
 
 
 def load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike] = None) -> Any:
@@ -298,7 +363,13 @@ def load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike]
         from tokenprune.data.synthetic import cluttered
 
         canvas, clutter_seed = int(kw.pop("canvas")), int(kw.pop("clutter_seed"))
-        return cluttered(load_dataset("fashion_mnist", root=data_root, **kw), canvas=canvas, seed=clutter_seed)
+        limit = kw.pop("limit", None)  # smoke: the first `limit` items of each split only
+        ds = load_dataset("fashion_mnist", root=data_root, **kw)
+        if limit is not None:
+            import datasets
+
+            ds = datasets.DatasetDict({k: v.select(range(min(int(limit), len(v)))) for k, v in ds.items()})
+        return cluttered(ds, canvas=canvas, seed=clutter_seed)
     from tokenprune.data.datasets import load_dataset
 
     return load_dataset(recipe.dataset, root=data_root, **kw)
@@ -642,6 +713,23 @@ def load_base_model(name: str, profile: Optional[str] = None, cache_dir: Optiona
         raise CheckpointMissingError(f"base model {name!r}: no checkpoint {pt}; build it with "
                                      f"`python -m tokenprune models --profile {prof} --only {name}` (or `make models`)")
     return ensure_model(recipe, cache, on_mismatch="raise", progress=progress)
+
+
+def finetuned_name(condition: str, seed: int, profile: str = "default", prefix: str = "cfmnist") -> str:
+    """The name of a cached fine-tune of :func:`finetune_recipes` (``condition``: a key of
+    :data:`FINETUNE_CONDITIONS`; the smoke profile's have the suffix ``_smoke`` and seeds 0-2 only)."""
+    if condition not in FINETUNE_CONDITIONS:
+        raise ValueError(f"condition: unknown {condition!r}; accepted: {list(FINETUNE_CONDITIONS)}")
+    return f"{prefix}_ft_{condition}_s{int(seed)}" + ("_smoke" if profile == "smoke" else "")
+
+
+def load_finetuned(condition: str, seed: int, profile: str = "default", prefix: str = "cfmnist",
+                   progress: bool = False) -> tuple[nn.Module, dict]:
+    """A cached fine-tune (unpatched, fp32, eval mode; patch it with its condition's configuration to evaluate it
+    as trained) and its sidecar info; ``smoke`` trains a missing one in seconds, ``default`` raises
+    :class:`CheckpointMissingError` naming ``make models``."""
+    return load_base_model(finetuned_name(condition, seed, profile, prefix), train_if_missing=profile == "smoke",
+                           progress=progress)
 
 
 def build_profile(profile: str = "default", only: Optional[Sequence[str]] = None,
