@@ -1,4 +1,5 @@
 """The BAT audit module: its profile table, parameters and claim declarations (no model runs)."""
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -37,16 +38,180 @@ def test_top1_and_skipped_finetune_claims_are_not_testable():
     assert "finetune_steps = 0" in rep.claims[-1].why
 
 
-def test_finetune_claim_is_never_decided_on_the_placeholder_run():
-    """Issue 13: a fine-tuning that does not move the model like the paper's decides nothing, whatever it shows."""
+def _ft_row(diff=0.01, low=0.005, high=0.015, seeds=3, bat_gain=(0.03, 0.02, 0.04), evit_gain=(0.03, 0.02, 0.04)):
+    row = {"keep_rate": 0.5, "bat_mean": 0.8, "bat_std": 0.01, "evit_mean": 0.79, "evit_std": 0.01, "diff_mean": diff,
+           "diff_std": 0.001, "diff_low": low, "diff_high": high, "seeds": seeds}
+    for k, (g, lo, hi) in (("bat", bat_gain), ("evit", evit_gain)):
+        row.update({f"{k}_off_shelf": 0.7, f"{k}_gain": g, f"{k}_gain_low": lo, f"{k}_gain_high": hi})
+    return row
+
+
+@pytest.mark.parametrize("row,per_seed,verdict,why", [
+    # moved, interval above 0: reproduced
+    (_ft_row(), [0.009, 0.010, 0.011], "reproduced", ""),
+    # moved, interval below 0: not reproduced
+    (_ft_row(-0.01, -0.015, -0.005), [-0.009, -0.010, -0.011], "not reproduced", "the opposite holds"),
+    # the fine-tuning did not move EViT (issue 14: no verdict rests on it), whatever the gap shows
+    (_ft_row(evit_gain=(0.001, -0.004, 0.006)), [0.009, 0.010, 0.011], "inconclusive",
+     "premise failed: the fine-tuning moved the model"),
+    # moved, within noise, the seeds' spread small enough for 5 seeds: inconclusive (the MDE says by how much)
+    (_ft_row(0.001, -0.002, 0.004), [0.000, 0.001, 0.002], "inconclusive", "contains 0"),
+    # moved, within noise, seeds spread by 3 points: even 5 seeds cannot detect 0.5 points
+    (_ft_row(0.01, -0.06, 0.08), [-0.02, 0.01, 0.04], "not testable here", "the MDE at 5 seeds"),
+    # one seed: no seed-level interval, no design
+    (_ft_row(0.01, float("nan"), float("nan"), seeds=1), [0.01], "inconclusive", "premise failed: at least 2 seeds"),
+])
+def test_finetune_decision_reaches_every_verdict(row, per_seed, verdict, why):
+    decision, record = bat.finetune_decision(pd.Series(row), per_seed, 0.5)
+    assert decision.verdict == verdict and why in decision.why
+    assert bat.MOVED_PREMISE in decision.rule
+    if row["seeds"] >= 2:
+        assert record["unit"] == "seeds" and record["n_max"] == 5 and record["effect_in_dispute"] == 0.5
+    else:
+        assert record is None
+
+
+def test_finetune_claim_is_decided_on_the_runs_with_its_design():
     cfg = params.setup("02_diversity_merging", "smoke")
-    row = {"keep_rate": 0.5, "bat_mean": 0.8, "bat_std": 0.01, "evit_mean": 0.7, "evit_std": 0.01, "diff_mean": 0.1,
-           "diff_std": 0.01, "diff_low": 0.05, "diff_high": 0.15, "seeds": 3}
     rep = Report("t", profile="smoke")
-    bat.file_finetune_claims(rep, pd.DataFrame([row]), {0.5: [0.1, 0.1, 0.1]}, cfg, "m")
+    bat.file_finetune_claims(rep, pd.DataFrame([_ft_row(evit_gain=(0.0, -0.01, 0.01))]), {0.5: [0.009, 0.01, 0.011]},
+                             cfg, "m")
     c = rep.claims[0]
-    assert c.verdict == "not testable here" and c.why.startswith("pending issue 14 (real training): ")
-    assert "+10.00 pp" in c.why and "decides nothing" in c.why
+    assert c.id == "bat.finetuned.vs_evit.keep0.5" and c.verdict == "inconclusive" and "premise failed" in c.why
+    assert c.design["unit"] == "seeds" and c.design["effect_in_dispute"] == bat.paper_gap(0.5)
+    assert "+0.90, +1.00, +1.10 pp" in c.why
+
+
+# --- effects in dispute, from paper_numbers --------------------------------------------------------------
+
+def test_effects_in_dispute_come_from_the_printed_numbers():
+    assert bat.smallest_printed_gap() == 0.1
+    assert bat.paper_gap_slope() == pytest.approx(-2.0)  # gaps +0.1 / +0.4 / +0.5 at 0.7 / 0.6 / 0.5
+    assert bat.effect_vs_evit(0.5)[0] == 0.5 and bat.effect_vs_evit(0.7)[0] == 0.1
+    assert bat.effect_vs_evit(0.3)[0] == 0.1 and "printed no row" in bat.effect_vs_evit(0.3)[1]
+    assert bat.effect_ablation("both_vs_importance")[0] == 0.5 and bat.effect_ablation("pairing")[0] == 0.1
+
+
+# --- the pairwise accuracy claims: a direction gated by its design ---------------------------------------
+
+def _correct(n, p_a, p_b, p_disc, seed=0):
+    """0/1 correctness of two configurations on ``n`` images: ``p_disc`` of them discordant, split so that A is
+    right on a share ``(1 + (p_a - p_b) / p_disc) / 2`` of those."""
+    rng = np.random.default_rng(seed)
+    b = (rng.random(n) < p_b).astype(float)
+    a = b.copy()
+    disc = rng.random(n) < p_disc
+    a_wins = rng.random(n) < (1 + (p_a - p_b) / p_disc) / 2
+    a[disc] = a_wins[disc].astype(float)
+    b[disc] = 1 - a[disc]
+    return a, b
+
+
+@pytest.mark.parametrize("args,verdict,why", [
+    ((10000, 0.60, 0.55, 0.2), "reproduced", ""),
+    ((10000, 0.55, 0.60, 0.2), "not reproduced", "the opposite holds"),
+    # a 0.5-point effect, 2 % discordant: MDE at 10,000 about 0.4 points; within noise at 1,000 (underpowered)
+    ((1000, 0.600, 0.600, 0.02), "inconclusive", "underpowered"),
+    # a 0.1-point effect with 20 % discordant images: MDE at 10,000 about 1.25 points > 2 x 0.1
+    ((1000, 0.600, 0.600, 0.2), "not testable here", "needs about"),
+])
+def test_comparison_decision_reaches_every_verdict(args, verdict, why):
+    n, pa, pb, pd_ = args
+    a, b = _correct(n, pa, pb, pd_)
+    effect = 0.5 if verdict == "inconclusive" else 0.1
+    decision, pc, det = bat.comparison_decision(a, b, effect, 10000, "the full test split", seed=0)
+    assert decision.verdict == verdict and why in decision.why
+    rec = det.record()
+    assert rec["n"] == n and rec["n_max"] == 10000 and rec["effect_in_dispute"] == effect and pc["n"] == n
+    assert rec["sd_source"].startswith(f"sd of the {n} paired per-image differences")
+
+
+def test_full_split_runs_only_the_pairs_it_can_decide():
+    from timm.models.vision_transformer import VisionTransformer
+
+    from tokenprune.measure.evaluation import Predictions, PruneConfig
+
+    # 2 % discordant: MDE at 10,000 images about 0.4 points, within 2 x 0.5 but not 2 x 0.1
+    a, b = _correct(1000, 0.6, 0.6, 0.02)
+    assert bat.full_split_pays(a, b, 0.5, 10000) and not bat.full_split_pays(a, b, 0.1, 10000)
+    # the rule ignores the mean: a large difference with the same spread pays the same
+    a2, b2 = _correct(1000, 0.61, 0.6, 0.02)
+    assert bat.full_split_pays(a2, b2, 0.5, 10000)
+
+    def pr(x, y):
+        return Predictions(torch.stack([torch.from_numpy(x), torch.from_numpy(1 - x)], 1).float(),
+                           torch.zeros(len(x), dtype=torch.long))
+
+    preds = {"A @ 0.5": pr(a, b), "B @ 0.5": pr(b, a), "C @ 0.5": pr(*_correct(1000, 0.6, 0.6, 0.2)[::-1])}
+    preds["D @ 0.5"] = pr(*_correct(1000, 0.6, 0.6, 0.2))
+    m = VisionTransformer(img_size=32, patch_size=8, num_classes=3, embed_dim=32, depth=4, num_heads=2).eval()
+    configs = [PruneConfig(reducer="fuse_attention", keep_rate=0.5, locations=(2,), name=f"{n} @ 0.5")
+               for n in ("A", "B", "C", "D")]
+    # a full split of 4,000 images: MDE about 0.75 points for A - B (<= 2 x 0.5), about 2 for C - D (> 2 x 0.1)
+    x, y = torch.randn(4000, 3, 32, 32), torch.zeros(4000, dtype=torch.long)
+    out = bat.decisive_predictions(m, x, y, configs, preds, [("A @ 0.5", "B @ 0.5", 0.5), ("C @ 0.5", "D @ 0.5", 0.1)],
+                                   500, "fp32", 0)
+    assert set(out) == {"A @ 0.5", "B @ 0.5"} and len(out["A @ 0.5"].labels) == 4000
+
+
+def test_trend_design_is_the_slope_contrasts():
+    from tokenprune.measure.evaluation import Predictions
+    from tokenprune.measure.trend import trend_contrast
+
+    rng = np.random.default_rng(0)
+    labels = torch.zeros(400, dtype=torch.long)
+    preds, diffs = {}, []
+    for r in (0.7, 0.5, 0.3):
+        for m in ("BAT", "EViT (fusion)"):
+            ok = torch.from_numpy(rng.random(400) < 0.6)
+            logits = torch.stack([ok.float(), (~ok).float()], 1)  # argmax 0 (the label) where correct
+            preds[f"{m} @ {r:g}"] = Predictions(logits, labels)
+        diffs.append(preds[f"BAT @ {r:g}"].correct.astype(float) - preds[f"EViT (fusion) @ {r:g}"].correct.astype(float))
+    d = bat.trend_design(preds, [0.7, 0.5, 0.3], 10000, "the full test split")
+    t = trend_contrast(np.stack(diffs), [0.7, 0.5, 0.3])
+    assert d.n == 400 and d.n_max == 10000
+    # the slope is the mean of the contrasts, so their sd / sqrt(n) is its standard error (points per unit)
+    assert d.sd / np.sqrt(400) == pytest.approx(100 * (t.high - t.low) / (2 * 1.96), rel=0.15)
+
+
+def test_proxy_and_ablation_claims_carry_designs():
+    from tokenprune.measure.evaluation import Predictions
+    from tokenprune.measure.trend import trend_contrast
+
+    rng = np.random.default_rng(1)
+    labels = torch.zeros(300, dtype=torch.long)
+
+    def pr(p):
+        ok = torch.from_numpy(rng.random(300) < p)
+        return Predictions(torch.stack([ok.float(), (~ok).float()], 1), labels)
+
+    keep = [0.7, 0.5, 0.3]
+    preds = {f"{m} @ {r:g}": pr(0.6) for r in keep for m in ("BAT", "EViT (fusion)")}
+    div = {k: {"cosine_distance": rng.random(32), "tokens": np.full(32, 20.0)} for k in preds}
+    gaps = pd.DataFrame([{"keep_rate": r, "cosdist_diff": 0.01, "cosdist_diff_low": 0.0, "cosdist_diff_high": 0.02}
+                         for r in keep])
+    trend = trend_contrast(np.stack([preds[f"BAT @ {r:g}"].correct.astype(float)
+                                     - preds[f"EViT (fusion) @ {r:g}"].correct.astype(float) for r in keep]), keep)
+    rep = Report("t", profile="smoke")
+    full = {k: preds[k] for k in ("BAT @ 0.5", "EViT (fusion) @ 0.5")}  # as if only keep 0.5 ran again
+    bat.file_proxy_claims(rep, gaps, trend, preds, div, full, keep, "m", 32, 10, 10000, "the full test split", 0)
+    abl = {f"{n} @ 0.3": pr(0.6) for n in ("both: BAT", "importance only: EViT (fusion)",
+                                          "diversity only: DPC-KNN of all tokens", "both + pairing 0.25")}
+    assert {x for a, b, _ in bat.ablation_pairs(0.3) for x in (a, b)} == set(abl)
+    bat.file_ablation_claims(rep, abl, {}, 0.3, 10000, "the full test split", 0)
+    c = {x.id: x for x in rep.claims}
+    assert set(c) == {"bat.proxy.gap_grows_at_low_keep", "bat.proxy.diversity.keep0.3", "bat.proxy.diversity.keep0.5",
+                      "bat.proxy.vs_evit.keep0.7", "bat.proxy.vs_evit.keep0.5", "bat.ablation.both_vs_importance.keep0.3",
+                      "bat.ablation.both_vs_diversity.keep0.3", "bat.ablation.pairing.keep0.3"}
+    assert all(x.design is not None for x in c.values())
+    assert c["bat.proxy.gap_grows_at_low_keep"].design["effect_in_dispute"] == pytest.approx(2.0)
+    assert c["bat.proxy.vs_evit.keep0.5"].design["effect_in_dispute"] == 0.5
+    assert "effect_in_dispute" not in c["bat.proxy.diversity.keep0.5"].design  # the paper prints no diversity
+    # independent 60 % models on 300 images: a 0.1-point effect is out of reach even at 10,000 images
+    assert c["bat.proxy.vs_evit.keep0.7"].verdict == "not testable here"
+    assert "the sweep's images" in c["bat.proxy.vs_evit.keep0.7"].why
+    assert "the full test split (its design" in c["bat.proxy.vs_evit.keep0.5"].why
+    assert c["bat.proxy.vs_evit.keep0.7"].design["mde_at_max"] > 2 * 0.1
 
 
 # --- bat.macs.deit_s.counts_clustering: decided against the spread between MAC counters ---------------

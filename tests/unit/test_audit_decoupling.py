@@ -277,8 +277,10 @@ def test_human_features_values_per_seed():
             ("parts/small", "sensitivity", 0): torch.zeros((B, 1), dtype=torch.long),
             ("parts/small", "sensitivity", 1): torch.zeros((B, 1), dtype=torch.long)}
     m = _measurements({}, keep, seeds=(0, 1))
-    g, pos, n_seeds, n_valid, cov_s, cov_c = dec.human_features_values(S, m, SimpleNamespace(seeds=[0, 1], coverage_variant="parts"))
+    g, pos, n_seeds, n_valid, cov_s, cov_c, (x, y) = dec.human_features_values(
+        S, m, SimpleNamespace(seeds=[0, 1], coverage_variant="parts"))
     assert (pos, n_seeds, n_valid) == (2, 2, B) and g.estimate == pytest.approx(100) and (cov_s, cov_c) == (100, 0)
+    assert np.allclose(x, 1) and np.allclose(y, 0)  # the per-image coverages the claim's design is built from
 
 
 class _Rep:
@@ -326,3 +328,210 @@ def test_transcriptions_quote_the_source():
                 assert quote in text, key
     assert "ViT-B" not in dec.CLAIM_IDS["larger_model_null"] and "+6" not in dec.CLAIM_IDS["coverage_gain"]
     assert dec.QUOTE["coverage_gain_aircraft_value"] in dec.QUOTE["coverage_gain_aircraft"]
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 14: designs, the effect in dispute, the detectability gate and the part model's premise
+# ----------------------------------------------------------------------------------------------
+
+NT = "not testable here"
+
+
+def test_effects_in_dispute_come_from_the_source_or_the_margin():
+    cfg = SimpleNamespace(margin=1.5)
+    eff = dec.effects_in_dispute(cfg)
+    assert set(eff) == set(dec.COMPARISON_CLAIMS) <= set(dec.CLAIM_IDS)
+    assert eff["coverage_gain"] == eff["coverage_better"] == dec.paper_numbers.DECOUPLE["coverage_gain_aircraft_pp"]
+    assert all(v == 1.5 for k, v in eff.items() if k not in ("coverage_gain", "coverage_better"))
+    # the title claim (a rank correlation) and the MAC claim are not paired differences in points
+    assert "decoupled" not in eff and "just_as_fast" not in eff
+
+
+def test_paired_design_drops_undefined_images_and_scales_the_split():
+    rng = np.random.default_rng(0)
+    a, b = rng.random(40), rng.random(40)
+    d = dec.paired_design(a, b, n_split=400, what="x - y")
+    assert (d.unit, d.n, d.n_max) == ("images", 40, 400) and "the full test split (400 images)" == d.max_scale
+    assert d.sd == pytest.approx(np.std(100 * (a - b), ddof=1)) and "40 paired per-image differences" in d.sd_source
+    assert "x - y" in d.sd_source and d.mde_at_max < d.mde
+    a2 = a.copy()
+    a2[:10] = np.nan  # a quarter of the images without the metric: the largest scale keeps the same share
+    d2 = dec.paired_design(a2, b, n_split=400)
+    assert (d2.n, d2.n_max) == (30, 300) and "about 300" in d2.max_scale
+    assert d2.sd == pytest.approx(np.std(100 * (a[10:] - b[10:]), ddof=1))
+    # the split is never below the images used; a Bonferroni level enters the MDE
+    assert dec.paired_design(a, b, n_split=8).n_max == 40
+    bonf = dec.paired_design(a, b, n_split=400, alpha=0.05 / 9)
+    assert bonf.alpha == pytest.approx(0.05 / 9) and bonf.mde > d.mde
+    assert dec.paired_design(a[:1], b[:1], 10) is None and dec.paired_design(np.full(5, np.nan), b[:5], 10) is None
+    # the design does not depend on the mean difference
+    assert dec.paired_design(a + 0.3, b, 400).sd == pytest.approx(d.sd)
+
+
+def test_least_precise_takes_the_largest_mde_at_the_largest_scale():
+    rng = np.random.default_rng(1)
+    a, b = rng.random(50), rng.random(50)
+    tight = dec.paired_design(a, a + 0.01 * rng.random(50), 500)
+    loose = dec.paired_design(a, b, 500)
+    assert dec.least_precise(tight, None, loose) is loose and dec.least_precise(tight) is tight
+    assert dec.least_precise(None, None) is None
+
+
+def _design(sd, n, n_max):
+    return dec.power.Design(unit="images", n=n, sd=sd, sd_source="constructed", n_max=n_max, max_scale="the split")
+
+
+def test_gated_drives_every_verdict():
+    from tokenprune.study.verdicts import Decision, Premise
+
+    rep_, nr, inc = Decision(R, "", "rule"), Decision(NR, "no", "rule"), Decision(I, "within noise", "rule")
+    big_sd_small_split = _design(40.0, 100, 200)   # MDE at the split 7.9 > 2 x 1
+    underpowered = _design(20.0, 100, 10_000)      # MDE 5.6 here, 0.56 at the split
+    powered = _design(5.0, 1000, 10_000)           # MDE 0.44 here
+    # decisive verdicts pass, with the design record
+    for decision in (rep_, nr):
+        got, rec = dec.gated(decision, 1.0, big_sd_small_split)
+        assert got.verdict == decision.verdict and rec["effect_in_dispute"] == 1.0 and rec["n_max"] == 200
+    # inconclusive: not testable when even the full split cannot detect the effect, naming the images it needs
+    got, rec = dec.gated(inc, 1.0, big_sd_small_split)
+    assert got.verdict == NT and "needs about" in got.why and rec["n_needed"] > 200
+    got, _ = dec.gated(inc, 1.0, underpowered)
+    assert got.verdict == I and "underpowered" in got.why
+    got, _ = dec.gated(inc, 1.0, powered)
+    assert got.verdict == I and "underpowered" not in got.why
+    # a larger effect in dispute is detectable on the same design
+    assert dec.gated(inc, 10.0, big_sd_small_split)[0].verdict == I
+    # premises: a failed one wins over everything, the last one named; holding ones change nothing but the rule text
+    fail_a, fail_b, ok = Premise("a", False, "da"), Premise("b", False, "db"), Premise("ok", True)
+    for decision in (rep_, nr, inc):
+        got, _ = dec.gated(decision, 1.0, big_sd_small_split, (fail_a, None, fail_b))
+        assert got.verdict == I and got.why.startswith("premise failed: b (db)")
+    got, _ = dec.gated(rep_, 1.0, powered, (ok, None))
+    assert got.verdict == R and got.rule.startswith("premise: ok; then detectable:")
+    # no design (not a paired difference): no gate, no record
+    got, rec = dec.gated(inc, 0.0, None, (ok,))
+    assert got.verdict == I and rec is None
+
+
+def _parts_setting(acc=None, dataset="parts", n=2400):
+    info = {"name": "small_vit_parts"}
+    if acc is not None:
+        info["test"] = {"accuracy": acc, "ci95": [acc - 0.02, acc + 0.02], "n": n}
+    return SimpleNamespace(dataset=dataset, name=f"{dataset}/small", info=info, x_eval=torch.zeros(8, 1))
+
+
+def test_part_model_premise_reads_notebook_00s_bar():
+    from tokenprune.study.audits import calibration
+
+    assert dec.FINE_GRAINED_BAR == calibration.BARS["fine-grained"]
+    assert f">= {calibration.BARS['fine-grained']:g} % top-1" in dec.PART_MODEL_PREMISE
+    low = dec.part_model_premise(_parts_setting(0.508))
+    assert low.name == dec.PART_MODEL_PREMISE and not low.holds
+    assert "50.8 % [48.8, 52.8]" in low.detail and "full test split (2400 images" in low.detail
+    bar = calibration.BARS["fine-grained"] / 100
+    assert dec.part_model_premise(_parts_setting(bar)).holds and not dec.part_model_premise(_parts_setting(bar - 1e-4)).holds
+    # Fashion-MNIST (object coverage) and the paper's datasets are not gated by it
+    assert dec.part_model_premise(_parts_setting(0.3, dataset="fmnist")) is None
+    assert dec.part_model_premise(_parts_setting(0.3, dataset="cub")) is None
+    # without a recorded test accuracy: this run's top-1; without either, the premise fails
+    table = pd.DataFrame([{"setting": "parts/small", "top1_unpruned": 0.9, "top1_low": 0.85, "top1_high": 0.95}])
+    fallback = dec.part_model_premise(_parts_setting(), table)
+    assert fallback.holds and "8 evaluation images" in fallback.detail
+    assert not dec.part_model_premise(_parts_setting()).holds
+
+
+def _family(n=64, shift=0.0, noise=0.05, seed=0):
+    rng = np.random.default_rng(seed)
+    per = {}
+    for b in (2, 6, 10):
+        for kp in (0.25, 0.7):
+            c = rng.random(n)
+            per[("x", b, kp, "centre", -1)] = {"cov": c}
+            per[("x", b, kp, "cls_attention", -1)] = {"cov": rng.random(n)}
+            per[("x", b, kp, "sensitivity", 0)] = {"cov": np.clip(c + shift + noise * rng.normal(size=n), 0, 1)}
+    return _measurements(per)
+
+
+def test_centre_everywhere_claim_carries_a_bonferroni_design():
+    cfg = SimpleNamespace(keep_rates=[0.25, 0.7], margin=1.0, seeds=[0])
+    premise = dec.Premise(dec.PART_MODEL_PREMISE, holds=False, detail="50.8 %")
+    for n_split, shift, noise, premises, want in ((64, 0.0, 0.5, (), NT),       # noisy, no larger split: not testable
+                                                  (100_000, 0.0, 0.5, (), I),    # the same at a larger split: open
+                                                  (64, 0.2, 0.05, (), R),        # the head beats the prior everywhere
+                                                  (64, -0.2, 0.05, (), NR),      # the prior wins somewhere
+                                                  (64, 0.2, 0.05, (premise,), I)):  # a failed premise wins
+        m = _family(shift=shift, noise=noise)
+        S = SimpleNamespace(blocks=[2, 6, 10], model_label="m", x_eval=torch.zeros(64, 1), n_test_split=n_split)
+        rep = _Rep()
+        claim = lambda key, **kw: rep.add_claim(id=key, **kw)  # noqa: E731
+        dec._centre_everywhere_claim(claim, dec.claim_rules(params.setup("04_decoupling", "smoke"),
+                                                            dec.Design(2, 6, 10, 0.25, 0.7, 0.01))["centre_prior_everywhere"],
+                                     m, "x", S, "part coverage", cfg,
+                                     lambda d0, des: dec.gated(d0, cfg.margin, des, premises))
+        (c,) = rep.claims
+        assert c["decision"].verdict == want, (n_split, shift, c["decision"].why)
+        assert c["design"]["alpha"] == pytest.approx(0.05 / 6) and c["design"]["n"] == 64
+        assert c["design"]["effect_in_dispute"] == 1.0
+
+
+def _fake_run(top1_parts: float, n=40, n_tok=16, seed=0):
+    """Settings, measurements and gaps of a constructed run (SynthBirds and Fashion-MNIST, small models only): every
+    scorer at every (block, keep rate), the heads with three seeds."""
+    from tokenprune.data import synthetic
+
+    rng = np.random.default_rng(seed)
+    cfg = params.setup("04_decoupling", "smoke")
+    d = dec.Design(cfg.blocks[0], cfg.blocks[len(cfg.blocks) // 2], cfg.blocks[-1], min(cfg.keep_rates),
+                   max(cfg.keep_rates), cfg.margin / 100)
+    parts = torch.as_tensor(rng.random((n, synthetic.N_PARTS, n_tok)) < 0.2)
+    settings, per, keep_idx = {}, {}, {}
+    for ds_name, acc in (("parts", top1_parts), ("fmnist", 0.86)):
+        name = f"{ds_name}/small"
+        settings[name] = SimpleNamespace(
+            name=name, dataset=ds_name, parts=parts if ds_name == "parts" else None, x_eval=torch.zeros(n, 1),
+            model_label="m", blocks=list(cfg.blocks), grid=(4, 4), patch_tokens=n_tok, n_test_split=10 * n,
+            info={"name": f"small_vit_{ds_name}", "test": {"accuracy": acc, "ci95": [acc - 0.02, acc + 0.02], "n": 10 * n}})
+        for b in cfg.blocks:
+            for kp in cfg.keep_rates:
+                for sc in dec.SCORER_ORDER:
+                    for s in (cfg.seeds if sc in dec.TRAINED else [-1]):
+                        per[(name, b, kp, sc, s)] = {"cov": rng.random(n), "agree": (rng.random(n) < 0.8).astype(float)}
+                        keep_idx[(name, sc, s)] = torch.as_tensor(rng.integers(0, n_tok, (n, 4)))
+    m = dec.Measurements(per, keep_idx, list(cfg.seeds), 100, 0)
+    gaps = dec.gaps_table(m, settings, cfg)
+    models_table = pd.DataFrame([{"setting": k, "top1_unpruned": 0.5, "top1_low": 0.45, "top1_high": 0.55}
+                                 for k in settings])
+    return cfg, d, settings, m, gaps, models_table
+
+
+@pytest.mark.parametrize("top1_parts", [0.508, 0.95])
+def test_file_claims_designs_and_the_part_models_premise(tmp_path, top1_parts):
+    from tokenprune.study import report
+
+    cfg, d, settings, m, gaps, models_table = _fake_run(top1_parts)
+    rep = report.Report("04_decoupling", out_dir=tmp_path, profile="smoke")
+    dec.file_claims(rep, dec.claim_rules(cfg, d), settings, m, gaps, models_table, d, cfg)
+    claims = {c.id: c for c in rep.claims}
+    eff = dec.effects_in_dispute(cfg)
+    for ds_name in ("parts", "fmnist"):
+        for key in dec.CLAIM_IDS:
+            c = claims[f"decouple.{key}.{ds_name}"]
+            measured = c.verdict != NT or c.design is not None
+            if key in dec.COMPARISON_CLAIMS and measured:
+                assert c.design is not None, c.id
+            if c.design is not None:
+                assert key in dec.COMPARISON_CLAIMS and c.design["effect_in_dispute"] == eff[key]
+                assert c.design["unit"] == "images" and c.design["n_max"] >= c.design["n"]
+                assert "paired per-image differences of this run" in c.design["sd_source"]
+            gated_by_part_model = c.why.startswith("premise failed: " + dec.PART_MODEL_PREMISE)
+            if ds_name == "fmnist" or top1_parts >= dec.FINE_GRAINED_BAR / 100 or not measured:
+                assert not gated_by_part_model, c.id
+            else:
+                assert gated_by_part_model and c.verdict == I, c.id
+            if measured and ds_name == "parts":
+                assert dec.PART_MODEL_PREMISE in c.test, c.id  # the premise is part of every measured parts rule
+    # the comparison claims of the (fully measured) Fashion-MNIST setting all carry a design over the full split
+    for key in dec.COMPARISON_CLAIMS:
+        c = claims[f"decouple.{key}.fmnist"]
+        if key not in ("human_features", "larger_model_null"):  # no parts; no larger model in this run
+            assert c.design is not None and c.design["n_max"] == 400, key

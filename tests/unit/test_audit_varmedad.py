@@ -241,7 +241,202 @@ def test_added_claim_functions_file_their_claims():
     assert got["varmedad.variance_vs_medad"] == "reproduced"                # variance 15 points above MedAD
     assert got["varmedad.medad_r03.offtheshelf"] == "not reproduced"        # MedAD r=0.3 15 points below
     assert got["varmedad.medad_r03.finetuned"] == "not testable here"
-    assert "pending issue 14 (real training)" in next(c for c in rep.claims
-                                                       if c["id"] == "varmedad.medad_r03.finetuned")["decision"].why
+    ft = next(c for c in rep.claims if c["id"] == "varmedad.medad_r03.finetuned")
+    assert "one-epoch fine-tunes" in ft["decision"].why and "planning sd" in ft["design"]["sd_source"]
+    # every comparison files its design, with the effect in dispute from paper_numbers
+    by_id = {c["id"]: c for c in rep.claims}
+    assert by_id["varmedad.variance_vs_medad"]["design"]["effect_in_dispute"] == pytest.approx(0.08)
+    assert by_id["varmedad.medad_r03.offtheshelf"]["design"]["effect_in_dispute"] == pytest.approx(3.0)
+    assert by_id["varmedad.eq7.median_axis"]["design"]["effect_in_dispute"] == pytest.approx(audit.EQUIV_MARGIN * 100)
     assert got["varmedad.eq7.median_axis"] == "reproduced"                 # random rows: the readings differ
     assert 0 <= table.jaccard.iloc[0] < audit.JAC_SAME
+
+
+# ---------------------------------------------------------------------------------------------- designs (issue 14)
+from tokenprune.measure.power import Design  # noqa: E402
+from tokenprune.study.paper_numbers import VARMEDAD  # noqa: E402
+
+
+def test_effects_in_dispute_come_from_the_paper_numbers():
+    t = VARMEDAD["matched"]["top1"]
+    assert audit.EFFECTS["variance_vs_medad"] == pytest.approx(t["attention_variance"] - t["attention_medad"])
+    assert audit.EFFECTS["variance_vs_medad"] == pytest.approx(0.08)
+    assert audit.EFFECTS["variance_vs_evit"] == pytest.approx(0.22)
+    assert audit.EFFECTS["variance_vs_tome"] == pytest.approx(0.54)
+    assert audit.EFFECTS["overlap_vs_unpruned"] == VARMEDAD["overlap"]["margin"]
+    assert audit.EFFECTS["medad_r03"] == VARMEDAD["medad_r03"]["max_drop"]
+    assert all(v > 0 for v in audit.EFFECTS.values())
+
+
+def _flip(correct, k, to=True, start=0):
+    """``correct`` with ``k`` of its wrong (to=True) or right (to=False) images flipped."""
+    out = np.array(correct, copy=True)
+    idx = np.flatnonzero(out != to)[start:start + k]
+    out[idx] = to
+    return out
+
+
+def test_image_design_is_paired_per_image_correctness():
+    base = np.random.default_rng(3).random(1000) < 0.7
+    other = _flip(base, 50)                                     # 50 discordant images, all one way
+    d = audit.image_design(_preds(other, 1000), _preds(base, 1000), n_max=10000)
+    assert d.unit == "images" and d.n == 1000 and d.n_max == 10000 and d.max_scale == "the full test split"
+    assert d.sd == pytest.approx(np.std(100.0 * (other.astype(float) - base), ddof=1))
+    assert d.mde_at_max < d.mde and "1000 paired per-image differences" in d.sd_source
+    # without n_max the largest scale is the images here
+    d0 = audit.image_design(_preds(other, 1000), _preds(base, 1000))
+    assert d0.n_max == 1000 and d0.mde_at_max == d0.mde
+
+
+def test_seed_design_needs_two_seeds():
+    assert audit.seed_design([0.5], "x") is None
+    d = audit.seed_design([0.1, 0.3, 0.2], "x")
+    assert d.unit == "seeds" and d.n == 3 and d.n_max == 5 and d.sd == pytest.approx(0.1)
+    assert audit.seed_design([0.1] * 6, "x").n_max == 6
+
+
+def test_cluster_design_uses_the_cluster_as_the_unit():
+    diffs = np.array([1.0, 1.2, 0.0, 0.2, 2.0, 2.2])
+    d = audit.cluster_design(diffs, ["a", "a", "b", "b", "c", "c"], "photos", 3, "the 3 photos")
+    assert d.unit == "photos" and d.n == 3 and d.n_max == 3
+    assert d.sd == pytest.approx(np.std([1.1, 0.1, 2.1], ddof=1))
+
+
+def _design(sd, n=1000, n_max=10000):
+    return Design(unit="images", n=n, sd=sd, sd_source="test", n_max=n_max, max_scale="the full test split")
+
+
+def test_binding_gate_takes_the_undecided_part_with_the_largest_mde_per_effect():
+    tight, wide = _design(5.0), _design(40.0)
+    det, label = audit.binding_gate([("decided", 0.2, wide, True), ("open", 0.2, tight, False)])
+    assert label == "open" and det.design is tight           # a decided part cannot keep the claim undecided
+    det, label = audit.binding_gate([("a", 0.2, tight, True), ("b", 0.2, wide, True)])
+    assert label == "b"                                      # all decided: the weakest part
+    det, label = audit.binding_gate([("a", 0.1, tight, False), ("b", 1.0, wide, False)])
+    assert label == "a"                                      # MDE relative to each part's own effect
+    with pytest.raises(ValueError):
+        audit.binding_gate([])
+
+
+def test_moved_premise():
+    rng = np.random.default_rng(4)
+    base = rng.random(2000) < 0.6
+    better = [_preds(_flip(base, 150, start=s), 2000) for s in range(3)]     # +7.5 points per seed
+    same = [_preds(base, 2000) for _ in range(3)]
+    ots = {"variance": _preds(base, 2000), "evit": _preds(base, 2000)}
+    ft = {**{("variance", s): better[s] for s in range(3)}, **{("evit", s): same[s] for s in range(3)},
+          **{("unpruned", s): same[s] for s in range(3)}}
+    assert audit.moved_premise(ft, ots, ("variance", "unpruned"), [0, 1, 2]).holds     # unpruned is the control
+    p = audit.moved_premise(ft, ots, ("variance", "evit"), [0, 1, 2])
+    assert not p.holds and "evit: fine-tuned - off the shelf +0.00" in p.detail
+    p = audit.moved_premise(ft, {"variance": ots["variance"]}, ("variance", "evit"), [0, 1, 2])
+    assert not p.holds and "no off-the-shelf run" in p.detail
+
+
+def _margin_inputs(moved: bool, gains=(72, 80, 88), seeds=(0, 1, 2)):
+    """Fine-tuned variance and EViT on 4000 images: EViT 1 point below the fine-tuned start, variance ``gains[i]``
+    images (40 = 1 point) above EViT at seed i; the fine-tuned start is 5 points above the off-the-shelf models
+    when ``moved``, the same model otherwise."""
+    n = 4000
+    ots = np.arange(n) < 2400                                   # 60 % correct, images 0..2399
+    ft_base = ots.copy()
+    if moved:
+        ft_base[2400:2600] = True                               # +5 points
+    ft = {}
+    for i, s in enumerate(seeds):
+        ev = ft_base.copy()
+        ev[:40] = False                                         # -1 point
+        va = ev.copy()
+        g = gains[i]
+        if g >= 0:
+            va[3000:3000 + g] = True
+        else:
+            va[100:100 - g] = False
+        ft[("evit", s)], ft[("variance", s)] = _preds(ev, n), _preds(va, n)
+    ots_preds = {"variance": _preds(ots, n), "evit": _preds(ots, n)}
+    cfg = SimpleNamespace(finetune_configs=["variance", "evit"], finetune_steps=2000, finetune_batch=32,
+                          seeds=list(seeds), seed=0, base_model="m", profile="default")
+    return ft, ots_preds, cfg
+
+
+@pytest.mark.parametrize("moved,gains,seeds,want,why", [
+    (True, (72, 80, 88), (0, 1, 2), "reproduced", ""),                 # +1.8/+2.0/+2.2 points
+    (True, (-88, -80, -72), (0, 1, 2), "not reproduced", "the opposite holds"),
+    (False, (72, 80, 88), (0, 1, 2), "inconclusive", "premise failed: the fine-tuning moved the model"),
+    (True, (80,), (0,), "inconclusive", "premise failed: at least 3 seeds"),
+    (True, (-40, 80, 200), (0, 1, 2), "not testable here", "5 seeds"),  # -1/+2/+5: 5 seeds cannot detect 0.22
+])
+def test_margin_claim_verdicts(moved, gains, seeds, want, why):
+    ft, ots, cfg = _margin_inputs(moved, gains, seeds)
+    rep = _Rep()
+    audit.margin_claim(rep, ft, 60000, 4000, cfg, "c", "variance", "evit", 0.22, "s", "src", ots_preds=ots)
+    c = rep.claims[0]
+    assert c["decision"].verdict == want and why in c["decision"].why
+    if len(seeds) > 1:
+        assert c["design"]["unit"] == "seeds" and c["design"]["effect_in_dispute"] == pytest.approx(0.22)
+    else:
+        assert c["design"] is None
+
+
+def test_margin_claim_too_short_runs_stay_inconclusive():
+    ft, ots, cfg = _margin_inputs(True)
+    cfg.finetune_steps = 8                                      # 256 images of 60000: far below one epoch
+    rep = _Rep()
+    audit.margin_claim(rep, ft, 60000, 4000, cfg, "c", "variance", "evit", 0.22, "s", "src", ots_preds=ots)
+    assert rep.claims[0]["decision"].verdict == "inconclusive" and "epoch" in rep.claims[0]["decision"].why
+
+
+def _zero_mean_noise(base, k):
+    """``base`` with ``k`` wrong images made right and ``k`` right ones made wrong: net 0, 2k discordant."""
+    out = np.array(base, copy=True)
+    out[np.flatnonzero(~base)[:k]] = True
+    out[np.flatnonzero(base)[:k]] = False
+    return out
+
+
+def test_variance_vs_medad_gate():
+    rng = np.random.default_rng(6)
+    base = rng.random(400) < 0.8
+    noisy = _zero_mean_noise(base, 20)                  # 40 discordant images, difference 0
+    preds = {"variance": _preds(noisy), "medad": _preds(base), "variance_r03": _preds(base), "medad_r03": _preds(base)}
+    rep = _Rep()
+    cfg = SimpleNamespace(seed=0, base_model="m")
+    audit.variance_vs_medad(rep, preds, cfg, n_max=10000)
+    audit.variance_vs_medad(rep, preds, cfg, n_max=10 ** 9)
+    a, b = (c["decision"] for c in rep.claims)
+    assert a.verdict == "not testable here" and "deciding it needs about" in a.why      # 0.08 is out of reach
+    assert b.verdict == "inconclusive" and "underpowered" in b.why                       # reachable at 1e9 images
+    assert rep.claims[0]["design"]["n_max"] == 10000
+
+
+def test_robust_claim_files_a_design_and_can_be_not_testable():
+    rng = np.random.default_rng(7)
+    base = rng.random(200) < 0.8
+    noisy = _flip(_flip(base, 10), 10, to=False, start=5)   # 20 discordant images, net 0: not equivalent at n = 200
+    preds = {"variance": _preds(base, 200), "alt": _preds(noisy, 200)}
+    rep = _Rep()
+    audit.robust_claim(rep, preds, "x", "s", ["alt"], "", 0, n_max=400)
+    audit.robust_claim(rep, preds, "y", "s", ["alt"], "", 0, n_max=10 ** 7)
+    a, b = rep.claims
+    assert a["decision"].verdict == "not testable here" and a["design"]["n_max"] == 400
+    assert b["decision"].verdict == "inconclusive"
+    assert a["design"]["effect_in_dispute"] == pytest.approx(audit.EQUIV_MARGIN * 100)
+
+
+def test_matched_offtheshelf_gate_binds_on_the_open_part():
+    rng = np.random.default_rng(8)
+    base = rng.random(2000) < 0.7
+    var = _flip(base, 300)                                   # +15 points over EViT: that part is won
+    preds = {"variance": _preds(var, 2000), "evit": _preds(base, 2000), "medad": _preds(base, 2000),
+             "tome": _preds(_zero_mean_noise(var, 60), 2000)}   # ToMe: open, 120 discordant images, net 0
+    sweep = audit.pd.DataFrame({"config": ["evit", "tome", "medad"], "gmacs": [1.0, 1.0, 1.0]})
+    rep = _Rep()
+    cfg = SimpleNamespace(seed=0, base_model="m")
+    audit.matched_offtheshelf(rep, preds, sweep, SimpleNamespace(rel_error=0.0), cfg, n_max=2000)
+    c = rep.claims[0]
+    assert c["decision"].verdict == "not testable here" and "variance vs tome, the part that binds" in c["why"]
+    assert c["design"]["effect_in_dispute"] == pytest.approx(0.54)
+    # the same comparison won on both parts: reproduced whatever the power
+    preds["tome"] = preds["evit"]
+    audit.matched_offtheshelf(rep, preds, sweep, SimpleNamespace(rel_error=0.0), cfg, n_max=2000)
+    assert rep.claims[1]["decision"].verdict == "reproduced"

@@ -73,7 +73,8 @@ def test_default_recipes_fit_the_brief():
     hashes = [x.recipe_hash() for x in r.values()]
     assert len(set(hashes)) == len(hashes)
     smoke = tm.smoke_recipes()
-    assert set(smoke) == {f"{n}_smoke" for n in r}
+    # the smoke profile runs the fine-tunes' code on seeds 0-2 only
+    assert set(smoke) == {f"{n}_smoke" for n, x in r.items() if x.arch["builder"] != "finetune" or x.seed <= 2}
 
 
 # ---------------------------------------------------------------------------------------------- pieces

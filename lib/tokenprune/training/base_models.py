@@ -195,13 +195,17 @@ FINETUNE_CONDITIONS: dict[str, tuple[float, str, float]] = {
 }
 #: seeds of every cached fine-tune (claims about seeds need 5)
 FINETUNE_SEEDS = (0, 1, 2, 3, 4)
+#: one pass over this many training images (a different random subset per seed), at this peak learning rate: the
+#: size that fits 20 runs into about 15 minutes here; notebook 00 (C4) checks that it moves the model
+FINETUNE_IMAGES, FINETUNE_LR = 8192, 3e-4
 
 
 def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_cfmnist", prefix: str = "cfmnist",
                      seeds: Sequence[int] = FINETUNE_SEEDS) -> dict[str, TrainRecipe]:
-    """``<prefix>_ft_<condition>_s<seed>``: ``bases[base_name]`` fine-tuned for one epoch of its training set with
-    pruning by each of :data:`FINETUNE_CONDITIONS` (the unpruned condition is the control: the same extra training
-    without pruning), AdamW at lr 2e-4 -> 2e-6 (cosine, warm-up 0.1 epoch), weights stored in fp16 like the base.
+    """``<prefix>_ft_<condition>_s<seed>``: ``bases[base_name]`` fine-tuned for one pass over :data:`FINETUNE_IMAGES`
+    training images with pruning by each of :data:`FINETUNE_CONDITIONS` (the unpruned condition is the control: the
+    same extra training without pruning), AdamW at :data:`FINETUNE_LR` decaying to a hundredth (cosine, warm-up 0.1
+    of the run), weights stored in fp16 like the base.
     The base's recipe hash enters the arch, so a retrained base is a new fine-tune."""
     from tokenprune.measure.evaluation import PruneConfig
     from tokenprune.training.finetune import finetune_recipe
@@ -213,7 +217,8 @@ def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_
             name = f"{prefix}_ft_{cond}_s{s}"
             config = None if keep >= 1.0 else PruneConfig(keep_rate=keep, reducer=reducer)
             r = finetune_recipe(base, config, name=name, seed=s, epochs=1.0, batch_size=base.batch_size,
-                                lr=2e-4, min_lr=2e-6, warmup_epochs=0.1, keep_length=warm, keep_start=0.0)
+                                lr=FINETUNE_LR, min_lr=FINETUNE_LR / 100, warmup_epochs=0.1, keep_length=warm,
+                                keep_start=0.0, train_subset=FINETUNE_IMAGES, val_subset=2000)
             out[name] = r.replace(arch={"builder": "finetune", "base": base_name, "base_hash": base.recipe_hash()},
                                   extra={"finetune": cond})
     return out
@@ -349,8 +354,22 @@ def build_model(recipe: TrainRecipe, init: Optional[str | os.PathLike] = None) -
     raise ValueError(f"arch.builder: unknown {builder!r} (timm_vit, vit_s14, finetune, timm_pretrained)")
 
 
+_DATA_MEMO: dict[tuple, Any] = {}
+
+
 def load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike] = None) -> Any:
-    """The ``DatasetDict`` a recipe trains on."""
+    """The ``DatasetDict`` a recipe trains on (a generated one is memoised per process: the cached fine-tunes of
+    one base share its data, which takes about 40 s to generate)."""
+    if recipe.dataset in ("cluttered_fashion_mnist", "synth_birds"):
+        key = (recipe.dataset, repr(sorted(recipe.dataset_kwargs.items())), str(data_root))
+        if key not in _DATA_MEMO:
+            _DATA_MEMO.clear()  # one generated dataset at a time (memory)
+            _DATA_MEMO[key] = _load_recipe_data(recipe, data_root)
+        return _DATA_MEMO[key]
+    return _load_recipe_data(recipe, data_root)
+
+
+def _load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike] = None) -> Any:
     kw = dict(recipe.dataset_kwargs)
     if recipe.dataset == "synth_birds":
         from tokenprune.data.synthetic import part_dataset
@@ -390,7 +409,22 @@ def eval_data(recipe: TrainRecipe, n: Optional[int] = None, data_root: Optional[
         if n is not None and not 0 <= n <= n_test:
             raise ValueError(f"n: the recipe {recipe.name!r} has {n_test} test images, asked for {n}")
         return part_dataset(0, 0, n_test if n is None else n, **kw)["test"]
-    test = load_recipe_data(recipe, data_root)["test"]
+    if recipe.dataset == "cluttered_fashion_mnist":
+        # each split is cluttered from its own items only, so the test split alone gives the same images (7 s, not 40)
+        import datasets
+
+        from tokenprune.data.datasets import load_dataset
+        from tokenprune.data.synthetic import cluttered
+
+        kw.pop("canvas"), kw.pop("clutter_seed")
+        limit = kw.pop("limit", None)
+        raw = load_dataset("fashion_mnist", root=data_root, **kw)["test"]
+        if limit is not None:
+            raw = raw.select(range(min(int(limit), len(raw))))
+        test = cluttered(datasets.DatasetDict({"test": raw}), canvas=int(recipe.dataset_kwargs["canvas"]),
+                         seed=int(recipe.dataset_kwargs["clutter_seed"]))["test"]
+    else:
+        test = load_recipe_data(recipe, data_root)["test"]
     if n is not None and not 0 <= n <= len(test):
         raise ValueError(f"n: the recipe {recipe.name!r} has {len(test)} test images, asked for {n}")
     return test if n is None else test.select(range(n))

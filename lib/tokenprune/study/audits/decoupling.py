@@ -14,12 +14,16 @@ Every step of the notebook is one function here, with explicit arguments (the se
    :class:`Measurements` (per-image values, paired comparisons); :func:`summary_table`, :func:`gaps_table`,
    :func:`faithfulness_table`, :func:`rank_correlation_table`, :func:`scorer_macs_table`, and the figures.
 5. :func:`claim_rules` (declared before the data, with the module constants GAIN_THRESHOLD_PP, DECOUPLED_MARGIN,
-   FAST_TOLERANCE_PCT, CENTRE_FAMILY_ALPHA) and :func:`file_claims` -- the verdicts.
+   FAST_TOLERANCE_PCT, CENTRE_FAMILY_ALPHA) and :func:`file_claims` -- the verdicts. Issue 14: each comparison
+   claim's paired design (:func:`paired_design`) and the effect in dispute (:func:`effects_in_dispute`) gate it on
+   detectability (:func:`gated`); every claim on SynthBirds' part model is gated on :func:`part_model_premise`
+   (notebook 00's bar for the fine-grained proxy).
 
 The paper's numbers come from :data:`tokenprune.study.paper_numbers.DECOUPLE`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -41,10 +45,12 @@ from tokenprune.data import datasets as data
 from tokenprune.data import pretrained, synthetic
 from tokenprune.measure import macs, metrics
 from tokenprune.measure.evaluation import DROPPED, KEPT, PruneConfig
+from tokenprune.measure import power
 from tokenprune.measure.metrics import bootstrap_ci_or_nan
 from tokenprune.measure.rank_statistics import rank_correlations
 from tokenprune.methods import learned, sensitivity
 from tokenprune.study import figures, paper_numbers, verdicts
+from tokenprune.study.audits import calibration
 from tokenprune.study.notebook import Stopwatch, ci_columns
 from tokenprune.study.verdicts import Above, AllOf, Below, Beyond, Criteria, Flag, Inside, Premise, fmt_interval
 from tokenprune.training import base_models
@@ -55,7 +61,9 @@ __all__ = ["PROFILES", "PARAMETERS", "Design", "design", "Setting", "load_settin
            "evaluate_configs", "Measurements", "summary_table", "gaps_table", "gap_heatmap", "faithfulness_table",
            "rank_correlation_table", "coverage_vs_agreement", "kept_figure", "scorer_macs_table", "claim_rules",
            "file_claims", "definitions", "stratified_spearman_boot", "centre_family", "decoupling_stats",
-           "class_part_coverage", "human_features_values", "fast_values", "just_as_fast_claim"]
+           "class_part_coverage", "human_features_values", "fast_values", "just_as_fast_claim", "effects_in_dispute",
+           "paired_design", "least_precise", "gated", "part_model_top1", "part_model_premise", "FINE_GRAINED_BAR",
+           "PART_MODEL_PREMISE", "COMPARISON_CLAIMS"]
 
 # ----------------------------------------------------------------------------------------------
 # parameters
@@ -193,6 +201,7 @@ class Setting:
     keypoints: Optional[np.ndarray] = None   # [B, K, 3] in raw-image pixels, for figures
     obj_mask: Optional[np.ndarray] = None    # [B, H, W] for figures
     info: dict = field(default_factory=dict)
+    n_test_split: int = 0                    # images of the full test split the evaluation images come from
 
     @property
     def patch_tokens(self) -> int:
@@ -277,7 +286,8 @@ def parts_setting(size_name: str, cfg: SimpleNamespace) -> Setting:
     raw = np.asarray(te["image"])
     return Setting(f"parts/{size_name}", "parts", label, model, to_x(np.asarray(tr["image"])),
                    torch.as_tensor(np.asarray(tr["label"])).long(), to_x(raw), torch.as_tensor(np.asarray(te["label"])).long(),
-                   raw, sets, obj, grid, cfg.blocks if size_name == "small" else cfg.large_blocks, kp, pm > 0, info)
+                   raw, sets, obj, grid, cfg.blocks if size_name == "small" else cfg.large_blocks, kp, pm > 0, info,
+                   n_test_split=max(ne, int(recipe.dataset_kwargs.get("n_test", ne))))
 
 
 FMNIST_CLUTTER = dict(canvas=28, n_clutter=6, piece_size=(5, 9), gap=1)
@@ -309,7 +319,8 @@ def fmnist_setting(size_name: str, cfg: SimpleNamespace) -> Setting:
     return Setting(f"fmnist/{size_name}", "fmnist", label, model, to_x(out["train"]["image"]),
                    torch.as_tensor(out["train"]["label"]).long(), to_x(out["test"]["image"]),
                    torch.as_tensor(out["test"]["label"]).long(), out["test"]["image"], None, obj, grid,
-                   cfg.blocks if size_name == "small" else cfg.large_blocks, None, obj_mask, info)
+                   cfg.blocks if size_name == "small" else cfg.large_blocks, None, obj_mask, info,
+                   n_test_split=max(ne, len(ds["test"])))
 
 
 PAPER_DIRS = {"cub": "CUB_200_2011", "cars": "stanford_cars", "aircraft": "fgvc-aircraft-2013b"}
@@ -368,7 +379,8 @@ def paper_setting(name: str, cfg: SimpleNamespace) -> Setting:
         sets = metrics.keypoints_to_patch_index(kp[..., :2], kp[..., 2] > 0, img_size=size, patch_size=ps)
     obj = metrics.mask_to_patch_grid(box_mask, patch_size=ps)
     return Setting(name, ds_name, f"{PAPER_ARCH[size_name]} ({ckpt.name})", model, x_tr, y_tr, x_ev, y_ev, raw, sets,
-                   obj, grid, cfg.blocks if size_name == "small" else cfg.large_blocks, kp, box_mask, {"name": ckpt.name})
+                   obj, grid, cfg.blocks if size_name == "small" else cfg.large_blocks, kp, box_mask, {"name": ckpt.name},
+                   n_test_split=max(len(x_ev), len(dsd["test"])))
 
 
 def make_setting(name: str, cfg: SimpleNamespace) -> Setting:
@@ -649,6 +661,11 @@ class Measurements:
     def gap(self, name, block, keep, a="sensitivity", b="cls_attention"):
         """The coverage gap ``a - b`` in points (paired bootstrap)."""
         return self.paired(name, block, keep, a, b)
+
+    def gap_values(self, name, block, keep, a="sensitivity", b="cls_attention", metric="cov"):
+        """Per-image ``a - b`` (unscaled; NaN where either is undefined), or None where either was not measured."""
+        x, y = self.per_image(name, block, keep, a, metric), self.per_image(name, block, keep, b, metric)
+        return None if x is None or y is None else np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)
 
     def diff_of_gaps(self, name, block1, keep1, block2, keep2):
         """Paired per-image (gap at config 1) - (gap at config 2), in points."""
@@ -1010,6 +1027,95 @@ FAST_TOLERANCE_PCT = 1.0
 #: family-wise error rate of the centre-prior objection over all scored (block, keep rate) configurations
 #: (Bonferroni: each configuration's interval at 1 - alpha / K)
 CENTRE_FAMILY_ALPHA = 0.05
+#: notebook 00's bar for the fine-grained (part) proxy's base model (issue 14): below it, what the model attends to
+#: (and what its gradients single out) need not mean anything, so no claim measured on it is judged
+FINE_GRAINED_BAR = calibration.BARS["fine-grained"]
+PART_MODEL_PREMISE = (f"the part model is good enough for its attention to mean something (>= {FINE_GRAINED_BAR:g} % "
+                      "top-1, notebook 00's bar)")
+#: the claims that compare two scorers on a per-image metric in points, and so carry a design and its MDE
+COMPARISON_CLAIMS = ("coverage_gain", "coverage_better", "beats_centre_prior", "centre_prior_everywhere",
+                     "equal_faithfulness", "intermediate_layer", "early_late_null", "low_keep_rate", "capacity_control",
+                     "human_features", "larger_model_null")
+
+
+def effects_in_dispute(cfg: SimpleNamespace) -> dict:
+    """The effect in dispute of each comparison claim, in points, stated before the data (issue 14): the source's
+    "more than six percentage points" (:data:`GAIN_THRESHOLD_PP`) for the coverage gain and for its sign (the
+    source's own difference); where the source gives no number, the smallest difference the claim's rule counts,
+    ``cfg.margin`` (also the equivalence margin of the 'almost identical' and 'disappears' claims)."""
+    out = {k: float(cfg.margin) for k in COMPARISON_CLAIMS}
+    out.update(coverage_gain=float(GAIN_THRESHOLD_PP), coverage_better=float(GAIN_THRESHOLD_PP))
+    return out
+
+
+def paired_design(a, b, n_split: int, what: str = "", scale: float = 100.0,
+                  alpha: float = power.ALPHA) -> Optional[power.Design]:
+    """The paired design of per-image values ``a`` and ``b`` (``scale`` x: points), over the images where both are
+    defined; its largest scale is the full test split ``n_split``, times the share of images where both are
+    defined (part coverage is undefined on an image without parts). None with fewer than 2 such images."""
+    x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    ok = np.isfinite(x) & np.isfinite(y)
+    n, n_all = int(ok.sum()), len(x)
+    if n < 2:
+        return None
+    n_max = max(n, int(round(n_split * n / max(n_all, 1))))
+    scale_txt = (f"the full test split ({n_split} images)" if n == n_all else
+                 f"the full test split ({n_split} images, of which about {n_max} have it defined)")
+    src = (f"sd of the {n} paired per-image differences of this run{f' ({what})' if what else ''} (independent of "
+           "their mean)")
+    d = power.Design.paired(x[ok], y[ok], unit="images", n_max=n_max, max_scale=scale_txt, scale=scale, sd_source=src)
+    return d if alpha == d.alpha else dataclasses.replace(d, alpha=alpha)
+
+
+def least_precise(*designs: Optional[power.Design]) -> Optional[power.Design]:
+    """Of the designs of a claim's several comparisons, the one with the largest MDE at the largest scale (the claim
+    is decidable only when each is); chosen by spread alone, never by the differences' means."""
+    ds = [x for x in designs if x is not None]
+    return max(ds, key=lambda x: x.mde_at_max) if ds else None
+
+
+def gated(decision: verdicts.Decision, effect: float, design: Optional[power.Design],
+          premises: tuple = ()) -> tuple[verdicts.Decision, Optional[dict]]:
+    """``decision`` gated on detectability (:class:`tokenprune.study.verdicts.Detectable`: the effect in dispute
+    against the design's MDE), then on each premise in turn (the last one outermost: its failure is the one
+    named); returns it with the design record the claim stores (None without a design)."""
+    record = None
+    if design is not None and effect > 0:
+        det = verdicts.Detectable(effect=effect, design=design)
+        decision, record = det.gate(decision), det.record()
+    for p in premises:
+        if p is not None:
+            decision = p.gate(decision)
+    return decision, record
+
+
+def part_model_top1(S: Setting, models_table: Optional[pd.DataFrame] = None) -> Optional[tuple]:
+    """``(top-1, low, high, where)`` in % of the setting's model: as its checkpoint records it on the full test
+    split (the measurement notebook 00 judges), else this run's unpruned top-1 on the evaluation images."""
+    test = (S.info or {}).get("test") or {}
+    if "accuracy" in test and "ci95" in test:
+        lo, hi = test["ci95"]
+        return (100 * test["accuracy"], 100 * lo, 100 * hi,
+                f"on its full test split ({test.get('n', '?')} images, weights as stored)")
+    if models_table is not None and S.name in set(models_table.setting):
+        r = models_table.set_index("setting").loc[S.name]
+        return (100 * r.top1_unpruned, 100 * r.top1_low, 100 * r.top1_high,
+                f"unpruned, on this run's {len(S.x_eval)} evaluation images")
+    return None
+
+
+def part_model_premise(S: Setting, models_table: Optional[pd.DataFrame] = None) -> Optional[Premise]:
+    """The premise of every claim measured on SynthBirds' part model (:data:`PART_MODEL_PREMISE`, bar
+    :data:`FINE_GRAINED_BAR` from notebook 00); None for any other dataset (Fashion-MNIST's object coverage, the
+    paper's datasets). Without a measured top-1 the premise fails."""
+    if S.dataset != "parts":
+        return None
+    t = part_model_top1(S, models_table)
+    if t is None:
+        return Premise(PART_MODEL_PREMISE, holds=False, detail="its top-1 was not measured")
+    top1, lo, hi, where = t
+    return Premise(PART_MODEL_PREMISE, holds=bool(top1 >= FINE_GRAINED_BAR),
+                   detail=f"{S.info.get('name', S.name)}: top-1 {top1:.1f} % [{lo:.1f}, {hi:.1f}] {where}")
 
 
 def capacity_rule(controls: list[str], margin: float) -> Criteria:
@@ -1125,7 +1231,8 @@ def class_part_coverage(S: Setting, keep_idx: torch.Tensor, coverage_variant: st
 def human_features_values(S: Setting, m: Measurements, cfg: SimpleNamespace):
     """Class-defining-part coverage at the intermediate block and the low keep rate: the paired gap (sensitivity
     head, per image mean over seeds, minus [CLS] attention, points), how many seeds show a positive gap, and the
-    number of images with a class-defining part annotated."""
+    number of images with a class-defining part annotated; the mean coverages (%); and the per-image coverages
+    ``(x, y)`` of the two (fractions, NaN without such a part), from which the claim's design follows."""
     seeds = [s for s in cfg.seeds if (S.name, "sensitivity", s) in m.keep_idx]
     y = class_part_coverage(S, m.keep_idx[(S.name, "cls_attention", -1)], cfg.coverage_variant)
     per_seed = [class_part_coverage(S, m.keep_idx[(S.name, "sensitivity", s)], cfg.coverage_variant) for s in seeds]
@@ -1133,7 +1240,7 @@ def human_features_values(S: Setting, m: Measurements, cfg: SimpleNamespace):
     n_valid = int(np.sum(~np.isnan(y)))
     g = (metrics.paired_bootstrap_diff(100 * x, 100 * y, n_boot=m.n_boot, seed=m.seed) if n_valid >= 2 else None)
     pos = sum(np.nanmean(v) > np.nanmean(y) for v in per_seed)
-    return g, int(pos), len(seeds), n_valid, 100 * np.nanmean(x), 100 * np.nanmean(y)
+    return g, int(pos), len(seeds), n_valid, 100 * np.nanmean(x), 100 * np.nanmean(y), (x, y)
 
 
 def fast_values(scorer_macs: pd.DataFrame, arch: str = "deit_small_patch16_224") -> pd.DataFrame:
@@ -1185,8 +1292,13 @@ def file_claims(rep, rules: dict, settings: dict[str, Setting], m: Measurements,
                 scorer_macs: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """File the claims of :data:`CLAIM_IDS` per dataset (small model at the intermediate block and the low keep
     rate, unless the claim is about blocks, keep rates or all configurations; the larger model for the null claim)
-    and ``just_as_fast`` once (analytic MACs at the paper's scale, from ``scorer_macs``); returns the claims table."""
+    and ``just_as_fast`` once (analytic MACs at the paper's scale, from ``scorer_macs``); returns the claims table.
+
+    Every comparison claim (:data:`COMPARISON_CLAIMS`) carries its paired per-image design and is gated on
+    detecting the effect in dispute (:func:`effects_in_dispute`, stated before the data); every claim measured on
+    SynthBirds' part model is gated on :func:`part_model_premise` (issue 14)."""
     mid, low, hi_k = d.mid, d.low_keep, d.high_keep
+    eff = effects_in_dispute(cfg)
     datasets_run = sorted({n.split("/")[0] for n in settings if n.endswith("/small")})
     for ds_name in datasets_run:
         small, large = f"{ds_name}/small", f"{ds_name}/large"
@@ -1194,9 +1306,28 @@ def file_claims(rep, rules: dict, settings: dict[str, Setting], m: Measurements,
         cov_word = "part coverage" if S.parts is not None else "object coverage"
         where = f"{PAPER_DATASET.get(ds_name, ds_name)}, {S.model_label}, block {mid}, keep {low:g}, {len(S.x_eval)} images"
         claim = lambda key, **kw: rep.add_claim(id=f"decouple.{key}.{ds_name}", paper="decouple", **kw)  # noqa: E731
+        n_split = S.n_test_split or len(S.x_eval)
+        part_premise = part_model_premise(S, models_table)
+        outer = (part_premise,)  # the outermost premise of every claim on this dataset (none off SynthBirds)
+
+        def gate(key, decision, design, *inner):
+            return gated(decision, eff[key], design, (*inner, *outer))
+
+        def gap_design(block, keep, a="sensitivity", b="cls_attention", what=""):
+            x, y = m.per_image(small, block, keep, a, "cov"), m.per_image(small, block, keep, b, "cov")
+            if x is None or y is None:
+                return None
+            return paired_design(x, y, n_split, what or f"{a} - {b}, block {block}, keep {keep:g}" +
+                                 ("; trained heads: mean of the seeds per image" if a in TRAINED else ""))
+
+        def diff_design(block1, keep1, block2, keep2):
+            g1, g2 = m.gap_values(small, block1, keep1), m.gap_values(small, block2, keep2)
+            return paired_design(g1, g2, n_split, f"gap at block {block1}, keep {keep1:g} minus gap at block {block2}, "
+                                                  f"keep {keep2:g}")
 
         # 1. coverage gain
         g = m.gap(small, mid, low)
+        g_design = gap_design(mid, low)
         pos = seeds_agree(gaps, small, mid, low)
         pct = {sc: m.mean_pct(small, mid, low, sc) for sc in ("cls_attention", "sensitivity", "random", "centre")}
         measured = (f"{pos} of {len(cfg.seeds)} seeds positive. Measured on {where}; coverage: cls_attention "
@@ -1206,32 +1337,40 @@ def file_claims(rep, rules: dict, settings: dict[str, Setting], m: Measurements,
                     f"; the source states the figure for FGVC-Aircraft only: on {PAPER_DATASET.get(ds_name, ds_name)} the "
                     "same threshold is applied" + ("" if ds_name in PAPER_DIRS else
                                                    " (a stand-in; the paper's datasets run at the paper profile)"))
+        dec_, rec = gate("coverage_gain", rules["coverage_gain"].decide({"gap": g, "seeds_positive": pos == len(cfg.seeds)}),
+                         g_design)
         claim("coverage_gain",
               statement=f"the sensitivity scorer's {cov_word} exceeds [CLS] attention's by more than "
                         f"{GAIN_THRESHOLD_PP:g} points (source: \"{QUOTE['coverage_gain_aircraft']}\")",
               source=SRC, paper_value=f"> {GAIN_THRESHOLD_PP:g} (\"{QUOTE['coverage_gain_aircraft_value']}\")",
-              **_iv(g), unit=f"pp {cov_word}",
-              decision=rules["coverage_gain"].decide({"gap": g, "seeds_positive": pos == len(cfg.seeds)}),
-              why=f"threshold claim, not a sign claim (the sign is coverage_better). {measured}{stand_in}")
+              **_iv(g), unit=f"pp {cov_word}", decision=dec_, design=rec,
+              why=f"threshold claim, not a sign claim (the sign is coverage_better); effect in dispute: the source's "
+                  f"{GAIN_THRESHOLD_PP:g} points. {measured}{stand_in}")
+        dec_, rec = gate("coverage_better",
+                         rules["coverage_better"].decide({"gap": g, "seeds_positive": pos == len(cfg.seeds)}), g_design)
         claim("coverage_better",
               statement=f"(direction) a scorer trained with a sensitivity signal keeps more {cov_word} than [CLS] "
                         f"attention (source: \"{QUOTE['coverage_better']}\")",
-              source=SRC, paper_value="significantly better", **_iv(g), unit=f"pp {cov_word}",
-              decision=rules["coverage_better"].decide({"gap": g, "seeds_positive": pos == len(cfg.seeds)}),
-              why=f"direction claim: a gain of at least {cfg.margin:g} point counts. {measured}")
+              source=SRC, paper_value="significantly better", **_iv(g), unit=f"pp {cov_word}", decision=dec_, design=rec,
+              why=f"direction claim: a gain of at least {cfg.margin:g} point counts; effect in dispute: the source's own "
+                  f"difference, {GAIN_THRESHOLD_PP:g} points. {measured}")
 
         # 1b. objection: is the gain more than "look at the centre"? (a content-free prior at the same keep rate)
         dc = m.paired(small, mid, low, "sensitivity", "centre")
+        dec_, rec = gate("beats_centre_prior", rules["beats_centre_prior"].decide(dc.estimate, dc.low, dc.high,
+                                                                                  what="sensitivity - centre"),
+                         gap_design(mid, low, "sensitivity", "centre"))
         claim("beats_centre_prior",
               statement=f"(objection) the sensitivity scorer's {cov_word} is more than a content-free centre prior's",
               source="reviewer objection to the coverage claim; " + SRC, paper_value=None, **_iv(dc),
-              unit=f"pp {cov_word}, sensitivity head - centre prior",
-              decision=rules["beats_centre_prior"].decide(dc.estimate, dc.low, dc.high, what="sensitivity - centre"),
-              why=where)
-        _centre_everywhere_claim(claim, rules["centre_prior_everywhere"], m, small, S, cov_word, cfg)
+              unit=f"pp {cov_word}, sensitivity head - centre prior", decision=dec_, design=rec,
+              why=f"{where}; the source gives no number: effect in dispute the margin, {cfg.margin:g} point")
+        _centre_everywhere_claim(claim, rules["centre_prior_everywhere"], m, small, S, cov_word, cfg,
+                                 lambda dec0, des: gate("centre_prior_everywhere", dec0, des))
 
-        # 1c. the title claim: do coverage and faithfulness decouple across configurations?
-        _decoupled_claims(claim, rules, m, small, S, cfg)
+        # 1c. the title claim: do coverage and faithfulness decouple across configurations? (a rank correlation, not
+        # a paired difference in points: no design; on SynthBirds gated on the part model's premise)
+        _decoupled_claims(claim, rules, m, small, S, cfg, outer)
 
         # 2. equal faithfulness (premise: not both at the ceiling)
         x = m.per_image(small, mid, low, "sensitivity", "agree")
@@ -1240,74 +1379,91 @@ def file_claims(rep, rules: dict, settings: dict[str, Setting], m: Measurements,
         ceiling = Premise(f"at least one agreement below the ceiling {100 * cfg.ceiling:g} % (at the ceiling, "
                           "'equal faithfulness' is uninformative)", holds=not min(x.mean(), y.mean()) >= cfg.ceiling,
                           detail=f"{100 * y.mean():.1f} % and {100 * x.mean():.1f} %")
-        dec = ceiling.gate(rules["equal_faithfulness"].decide(
-            {"equivalent": tost.equivalent, "agreement difference (fraction)": (tost.mean_diff, tost.ci_low, tost.ci_high)}))
-        half = 100 * (tost.ci_high - tost.ci_low) / 2
-        need = (f"half-width of the 90 % interval {half:.1f} pp with {tost.n} images; +/-{cfg.margin:g} pp needs about "
-                f"{int(math.ceil(tost.n * (half / cfg.margin) ** 2))} images if the difference is 0; "
-                if dec.verdict == verdicts.INCONCLUSIVE and ceiling.holds else "")
+        dec_, rec = gate("equal_faithfulness", rules["equal_faithfulness"].decide(
+            {"equivalent": tost.equivalent, "agreement difference (fraction)": (tost.mean_diff, tost.ci_low, tost.ci_high)}),
+            paired_design(x, y, n_split, f"top-1 agreement with the unpruned model, sensitivity - cls_attention, block "
+                                         f"{mid}, keep {low:g}; sensitivity head: mean of the seeds per image"), ceiling)
         claim("equal_faithfulness",
               statement="faithfulness (top-1 agreement of the pruned with the unpruned model) of the sensitivity "
                         "scorer is almost identical to [CLS] attention's",
               source=SRC, paper_value=PAPER["faithfulness"], our_value=round(100 * tost.mean_diff, 2),
               ci=[round(100 * tost.ci_low, 2), round(100 * tost.ci_high, 2)], unit="pp agreement (90% CI)",
-              decision=dec, why=f"{need}agreement cls_attention {100 * y.mean():.1f} %, sensitivity {100 * x.mean():.1f} %; {where}")
+              decision=dec_, design=rec,
+              why=f"effect in dispute: the equivalence margin, {cfg.margin:g} point ('almost identical' has no number); "
+                  f"agreement cls_attention {100 * y.mean():.1f} %, sensitivity {100 * x.mean():.1f} %; {where}")
 
         # 3. intermediate-layer dependence
         d_e, d_l = m.diff_of_gaps(small, mid, low, d.early, low), m.diff_of_gaps(small, mid, low, d.late, low)
         g_e, g_l = m.gap(small, d.early, low), m.gap(small, d.late, low)
         bind, bind_block = min(((d_e, d.early), (d_l, d.late)), key=lambda t: t[0].estimate)
+        dec_, rec = gate("intermediate_layer", rules["intermediate_layer"].decide(
+            {"gap(intermediate)": g, "gap(intermediate) - gap(early)": d_e, "gap(intermediate) - gap(late)": d_l}),
+            least_precise(g_design, diff_design(mid, low, d.early, low), diff_design(mid, low, d.late, low)))
         claim("intermediate_layer",
               statement=f"(direction) the coverage gap is largest when scoring at an intermediate block (source: "
                         f"\"{QUOTE['intermediate']}\"; its disappearance early and late is early_late_null)",
               source=SRC, paper_value="largest at intermediate blocks", **_iv(bind),
               unit=f"pp: gap(block {mid}) - gap(block {bind_block}), the smaller of the two differences",
-              decision=rules["intermediate_layer"].decide({"gap(intermediate)": g, "gap(intermediate) - gap(early)": d_e,
-                                                           "gap(intermediate) - gap(late)": d_l}),
+              decision=dec_, design=rec,
               why=f"gaps at blocks {d.early}/{mid}/{d.late}: {g_e.estimate:+.2f}/{g.estimate:+.2f}/{g_l.estimate:+.2f} pp "
-                  f"(keep {low:g}); mid-early {_fmt(d_e)}, mid-late {_fmt(d_l)}")
+                  f"(keep {low:g}); mid-early {_fmt(d_e)}, mid-late {_fmt(d_l)}; the source gives no number: effect in "
+                  f"dispute the margin, {cfg.margin:g} point (design: the least precise of the three intervals the rule reads)")
 
         # 3b. "the difference ... disappears" early and late: an equivalence claim (a magnitude: zero)
         te, tl = (metrics.tost_paired(m.per_image(small, b, low, "sensitivity", "cov"),
                                       m.per_image(small, b, low, "cls_attention", "cov"), margin=d.margin_frac)
                   for b in (d.early, d.late))
         big, big_block = max(((g_e, d.early), (g_l, d.late)), key=lambda t: abs(t[0].estimate))
+        dec_, rec = gate("early_late_null", rules["early_late_null"].decide(
+            {"early_equivalent": te.equivalent, "late_equivalent": tl.equivalent, "gap(early)": g_e, "gap(late)": g_l}),
+            least_precise(gap_design(d.early, low), gap_design(d.late, low)))
         claim("early_late_null", statement=f"\"{QUOTE['early_late']}\" (coverage gap at the early and the late block)",
               source=SRC, paper_value="the difference disappears", **_iv(big),
               unit=f"pp {cov_word}: gap at block {big_block}, the larger of early/late in absolute value",
-              decision=rules["early_late_null"].decide({"early_equivalent": te.equivalent, "late_equivalent": tl.equivalent,
-                                                        "gap(early)": g_e, "gap(late)": g_l}),
+              decision=dec_, design=rec,
               why=f"gap at block {d.early} {_fmt(g_e)} (TOST p = {te.p_value:.3f}), at block {d.late} {_fmt(g_l)} "
-                  f"(TOST p = {tl.p_value:.3f}); keep {low:g}")
+                  f"(TOST p = {tl.p_value:.3f}); keep {low:g}; effect in dispute: the equivalence margin, "
+                  f"{cfg.margin:g} point (design: the less precise of the two blocks)")
 
         # 4. low-keep-rate dependence
         d_k = m.diff_of_gaps(small, mid, low, mid, hi_k)
         g_hi = m.gap(small, mid, hi_k)
+        dec_, rec = gate("low_keep_rate", rules["low_keep_rate"].decide({"gap(low keep)": g,
+                                                                         "gap(low keep) - gap(high keep)": d_k}),
+                         least_precise(g_design, diff_design(mid, low, mid, hi_k)))
         claim("low_keep_rate", statement=f"(direction) the coverage gap is largest at low keep rates (source: "
                                          f"\"{QUOTE['low_keep']}\")",
               source=SRC, paper_value="largest at low keep rates", **_iv(d_k),
-              unit=f"pp: gap(keep {low:g}) - gap(keep {hi_k:g})",
-              decision=rules["low_keep_rate"].decide({"gap(low keep)": g, "gap(low keep) - gap(high keep)": d_k}),
-              why=f"gap at keep {low:g}: {g.estimate:+.2f} pp, at keep {hi_k:g}: {g_hi.estimate:+.2f} pp (block {mid})")
+              unit=f"pp: gap(keep {low:g}) - gap(keep {hi_k:g})", decision=dec_, design=rec,
+              why=f"gap at keep {low:g}: {g.estimate:+.2f} pp, at keep {hi_k:g}: {g_hi.estimate:+.2f} pp (block {mid}); "
+                  f"the source gives no number: effect in dispute the margin, {cfg.margin:g} point (design: the less "
+                  "precise of the two intervals the rule reads)")
 
         # 5. capacity control
         ctrl = {c: m.gap(small, mid, low, "sensitivity", c) for c in ("mimic", "task")}
         ctrl = {c: v for c, v in ctrl.items() if v is not None}
         worst = min(ctrl.values(), key=lambda v: v.estimate)
+        dec_, rec = gate("capacity_control", capacity_rule(list(ctrl), cfg.margin).decide(
+            {"sensitivity - cls_attention": g, **{f"sensitivity - {c}": v for c, v in ctrl.items()}}),
+            least_precise(g_design, *(gap_design(mid, low, "sensitivity", c,
+                                       f"sensitivity - {c}, block {mid}, keep {low:g}; both: mean of the seeds per image")
+                            for c in ctrl)))
         claim("capacity_control",
               statement="a capacity-matched head not trained with the sensitivity signal does not show the coverage gain",
               source=SRC, paper_value="gain not from capacity", **_iv(worst),
-              unit=f"pp {cov_word}: sensitivity head minus the closest control",
-              decision=capacity_rule(list(ctrl), cfg.margin).decide(
-                  {"sensitivity - cls_attention": g, **{f"sensitivity - {c}": v for c, v in ctrl.items()}}),
+              unit=f"pp {cov_word}: sensitivity head minus the closest control", decision=dec_, design=rec,
               why=", ".join(f"sensitivity - {c}: {_fmt(v)}" for c, v in ctrl.items()) +
-                  ("" if "task" in ctrl else "; the task-loss control was not trained for this dataset (task_settings)"))
+                  ("" if "task" in ctrl else "; the task-loss control was not trained for this dataset (task_settings)") +
+                  f"; the source gives no number: effect in dispute the margin, {cfg.margin:g} point (design: the least "
+                  "precise of the intervals the rule reads)")
 
         # 5b. "the patches humans would use": SynthBirds' class-defining parts as the stand-in (a premise)
-        _human_features_claim(claim, rules["human_features"], m, S, ds_name, where, cfg)
+        _human_features_claim(claim, rules["human_features"], m, S, ds_name, where, cfg,
+                              lambda dec0, des, *inner: gate("human_features", dec0, des, *inner))
 
         # 6. larger-model null
-        _larger_model_claim(claim, rules["larger_model_null"], settings, m, models_table, large, S, g, cov_word, d, cfg)
+        _larger_model_claim(claim, rules["larger_model_null"], settings, m, models_table, large, S, g, cov_word, d, cfg,
+                            lambda dec0, des: gated(dec0, eff["larger_model_null"], des, outer))
 
     for ds_name in sorted({n.split("/")[0] for n in settings} - set(datasets_run)):
         for cid, statement in CLAIM_IDS.items():
@@ -1318,8 +1474,10 @@ def file_claims(rep, rules: dict, settings: dict[str, Setting], m: Measurements,
 
 
 def _centre_everywhere_claim(claim, rule, m: Measurements, small: str, S: Setting, cov_word: str,
-                             cfg: SimpleNamespace) -> None:
-    """The centre prior against the sensitivity head at every (block, keep rate) of the small model."""
+                             cfg: SimpleNamespace, gate=None) -> None:
+    """The centre prior against the sensitivity head at every (block, keep rate) of the small model. ``gate(decision,
+    design)`` returns the gated decision and the design record (default: no gate); the design is that of the least
+    precise configuration, at the family's Bonferroni level."""
     fam = centre_family(m, small, S.blocks, cfg.keep_rates)
     if not fam:
         claim("centre_prior_everywhere", statement=CLAIM_IDS["centre_prior_everywhere"], source=SRC,
@@ -1329,22 +1487,35 @@ def _centre_everywhere_claim(claim, rule, m: Measurements, small: str, S: Settin
     beaten = [(b, k) for b, k, v in fam if v.high < -cfg.margin]
     cls_c = [m.paired(small, b, k, "cls_attention", "centre") for b, k, _ in fam]
     cls_c = [v.estimate for v in cls_c if v is not None]
+    level = CENTRE_FAMILY_ALPHA / len(fam)
+    n_split = S.n_test_split or len(S.x_eval)
+    design = least_precise(*(paired_design(m.per_image(small, b, k, "sensitivity", "cov"),
+                                           m.per_image(small, b, k, "centre", "cov"), n_split,
+                                           f"sensitivity - centre, block {b}, keep {k:g}, the least precise of {len(fam)} "
+                                           f"configurations; alpha {level:.3g} (Bonferroni)", alpha=level)
+                             for b, k, _ in fam))
+    decision, rec = rule.decide(centre_values(fam)), None
+    if gate is not None:
+        decision, rec = gate(decision, design)
     claim("centre_prior_everywhere",
           statement=f"(objection) the sensitivity scorer's {cov_word} is not exceeded by a content-free centre prior at "
                     f"any scored (block, keep rate); otherwise 'covers parts better' is no more than a spatial bias gives",
           source="reviewer objection to the coverage claim (issue 13); " + SRC, paper_value=None, **_iv(worst),
           unit=f"pp {cov_word}, sensitivity head - centre prior at block {bl}, keep {kp:g} (the lowest estimate; "
                f"{100 * (1 - CENTRE_FAMILY_ALPHA / len(fam)):.2f} % Bonferroni interval over {len(fam)} configurations)",
-          decision=rule.decide(centre_values(fam)),
+          decision=decision, design=rec,
           why=f"the centre prior covers more than the head by more than {cfg.margin:g} point at {len(beaten)} of {len(fam)} "
               f"configurations; [CLS] attention - centre ranges {min(cls_c):+.1f} to {max(cls_c):+.1f} pp. What it says "
               "about 'covers parts better': the head's gain is measured against [CLS] attention, which a content-free "
               "prior beats by more; a coverage gain is then no evidence that the head selects parts by their content "
-              f"({S.model_label}, {len(S.x_eval)} images, bootstrap over images)")
+              f"({S.model_label}, {len(S.x_eval)} images, bootstrap over images); the objection gives no number: effect "
+              f"in dispute the margin, {cfg.margin:g} point")
 
 
-def _decoupled_claims(claim, rules: dict, m: Measurements, small: str, S: Setting, cfg: SimpleNamespace) -> None:
-    """The title claim, pooled over configurations and within keep rates (mean of the within-keep-rate rhos)."""
+def _decoupled_claims(claim, rules: dict, m: Measurements, small: str, S: Setting, cfg: SimpleNamespace,
+                      outer: tuple = ()) -> None:
+    """The title claim, pooled over configurations and within keep rates (mean of the within-keep-rate rhos);
+    ``outer``: premises gating both (the part model's on SynthBirds)."""
     st = decoupling_stats(m, small, cfg.keep_rates, cfg.n_boot, cfg.seed)
     base = (f"across {st.n_configs} configurations of {S.name} with a forward pass (block x keep rate x scorer; "
             f"trained heads: first seed), Spearman of mean coverage and mean agreement, bootstrap over "
@@ -1356,7 +1527,7 @@ def _decoupled_claims(claim, rules: dict, m: Measurements, small: str, S: Settin
                                                                                " in some keep rate"), holds=enough,
                           detail=f"{st.n_configs} configurations; per keep rate {st.strata}")
         e, lo, hi = iv
-        dec = premise.gate(rules[key].decide({what: (e, lo, hi)}))
+        dec, _ = gated(premise.gate(rules[key].decide({what: (e, lo, hi)})), 0.0, None, outer)
         opposed = (f"; the interval lies below -{DECOUPLED_MARGIN:g}: coverage and faithfulness are opposed (the "
                    "source's 'pull in different directions'), which is not 'decoupled' either"
                    if enough and hi < -DECOUPLED_MARGIN else "")
@@ -1375,7 +1546,8 @@ def _decoupled_claims(claim, rules: dict, m: Measurements, small: str, S: Settin
 
 
 def _human_features_claim(claim, rule, m: Measurements, S: Setting, ds_name: str, where: str,
-                          cfg: SimpleNamespace) -> None:
+                          cfg: SimpleNamespace, gate=None) -> None:
+    """``gate(decision, design, *premises)``: the gated decision and the design record (default: the premises only)."""
     statement = f"\"{QUOTE['human_features']}\""
     if ds_name != "parts" or S.parts is None:
         claim("human_features", statement=statement, source=SRC, paper_value="consistently",
@@ -1385,22 +1557,32 @@ def _human_features_claim(claim, rule, m: Measurements, S: Setting, ds_name: str
                   + ("Fashion-MNIST has no parts" if ds_name == "fmnist" else
                      f"{PAPER_DATASET.get(ds_name, ds_name)} marks parts or boxes, not which of them humans use")))
         return
-    g, pos, n_seeds, n_valid, cov_s, cov_c = human_features_values(S, m, cfg)
+    g, pos, n_seeds, n_valid, cov_s, cov_c, (x, y) = human_features_values(S, m, cfg)
     premise = Premise(f"SynthBirds' class-defining parts ({', '.join(synthetic.DISCRIMINATIVE_PARTS)}: by construction "
                       "the only parts whose appearance depends on the class) stand in for 'the features humans would "
                       "use', and at least 2 evaluation images show one", holds=g is not None,
                       detail=f"{n_valid} images with a class-defining part")
     iv = g if g is not None else SimpleNamespace(estimate=math.nan, low=math.nan, high=math.nan)
-    dec = premise.gate(rule.decide({"gap (class-defining parts)": iv, "seeds_positive": pos == n_seeds}))
+    decision = rule.decide({"gap (class-defining parts)": iv, "seeds_positive": pos == n_seeds})
+    design = paired_design(x, y, S.n_test_split or len(S.x_eval),
+                           "class-defining-part coverage, sensitivity - cls_attention, on the images with such a part; "
+                           "sensitivity head: mean of the seeds per image")
+    if gate is None:
+        dec, rec = premise.gate(decision), None
+    else:
+        dec, rec = gate(decision, design, premise)
     claim("human_features", statement=statement + " (stand-in: coverage of SynthBirds' class-defining parts, sensitivity "
                                                   "head - [CLS] attention)",
           source=SRC, paper_value="consistently", **({} if g is None else _iv(g)),
-          unit="pp class-defining-part coverage", decision=dec,
+          unit="pp class-defining-part coverage", decision=dec, design=rec,
           why=f"no human annotation exists; {pos} of {n_seeds} seeds positive; class-defining-part coverage: "
-              f"sensitivity head {cov_s:.1f} %, [CLS] attention {cov_c:.1f} % ({n_valid} images with such a part); {where}")
+              f"sensitivity head {cov_s:.1f} %, [CLS] attention {cov_c:.1f} % ({n_valid} images with such a part); {where}; "
+              f"the source gives no number: effect in dispute the margin, {cfg.margin:g} point")
 
 
-def _larger_model_claim(claim, rule, settings, m, models_table, large, S, g, cov_word, d, cfg) -> None:
+def _larger_model_claim(claim, rule, settings, m, models_table, large, S, g, cov_word, d, cfg, gate=None) -> None:
+    """``gate(decision, design)``: the gated decision and the design record (default: no gate). A larger model that
+    does not classify the dataset leaves the claim not testable, before any gate."""
     statement = (f"\"{QUOTE['larger_model']}\" (the source names no model; our stand-in: {PAPER_ARCH['large']} at the "
                  "paper profile, ViT-S/14 below it)")
     paper_value = QUOTE["larger_model_value"]
@@ -1422,14 +1604,20 @@ def _larger_model_claim(claim, rule, settings, m, models_table, large, S, g, cov
         return
     mid_l = _mid(SL.blocks)
     dl = m.gap(large, mid_l, d.low_keep)
-    tl = metrics.tost_paired(m.per_image(large, mid_l, d.low_keep, "sensitivity", "cov"),
-                             m.per_image(large, mid_l, d.low_keep, "cls_attention", "cov"), margin=d.margin_frac)
+    xl = m.per_image(large, mid_l, d.low_keep, "sensitivity", "cov")
+    yl = m.per_image(large, mid_l, d.low_keep, "cls_attention", "cov")
+    tl = metrics.tost_paired(xl, yl, margin=d.margin_frac)
+    decision, rec = rule.decide({"tost_equivalent": tl.equivalent, "small-model gap": g, "larger-model gap": dl}), None
+    if gate is not None:
+        decision, rec = gate(decision, paired_design(
+            xl, yl, SL.n_test_split or len(SL.x_eval), f"larger model, sensitivity - cls_attention, block {mid_l}, keep "
+                                                        f"{d.low_keep:g}; sensitivity head: mean of the seeds per image"))
     claim("larger_model_null", statement=statement, source=SRC, paper_value=paper_value, **_iv(dl),
-          unit=f"pp {cov_word} gap of the larger model",
-          decision=rule.decide({"tost_equivalent": tl.equivalent, "small-model gap": g, "larger-model gap": dl}),
+          unit=f"pp {cov_word} gap of the larger model", decision=decision, design=rec,
           why=f"larger model: {SL.model_label}, grid {SL.grid[0]}x{SL.grid[1]} (small model {S.grid[0]}x{S.grid[1]}), "
               f"block {mid_l}, {len(SL.x_eval)} images; TOST p = {tl.p_value:.3f}; small-model gap {_fmt(g)}. "
-              "the source names no model (\"a much larger, more powerful version\"); a coarser grid changes what coverage can resolve")
+              "the source names no model (\"a much larger, more powerful version\"); a coarser grid changes what coverage "
+              f"can resolve; effect in dispute: the equivalence margin, {cfg.margin:g} point")
 
 
 def definitions(cfg: SimpleNamespace) -> dict:
