@@ -64,7 +64,12 @@ def test_every_notebook_runs_at_smoke(smoke_reports):
     for nb in NOTEBOOKS:
         d = out / nb.stem
         res = json.loads((d / "results.json").read_text())
-        assert res["profile"] == "smoke" and res["claims"], nb.stem
+        assert res["profile"] == "smoke", nb.stem
+        if nb.stem == "00_proxy_calibration":  # no paper's claim: it chooses the proxy by its criteria
+            assert "calibration.csv" in res["tables"] and set(res["values"]["chosen"]) == {"classification",
+                                                                                          "fine-grained"}
+        else:
+            assert res["claims"], nb.stem
         assert (d / f"{nb.stem}.ipynb").exists() and (d / f"{nb.stem}.html").exists()
         for f in res["tables"] + res["figures"]:
             assert (d / f).exists()

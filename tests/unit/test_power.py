@@ -110,3 +110,29 @@ def test_claim_design_is_validated_and_shown_in_the_ledger(tmp_path):
     assert "Designs: 1 claims state their minimum detectable effect" in ledger
     assert "0 of the 1 with an effect in dispute detect it at this run's scale" in ledger
     assert R.ledger_verdicts(tmp_path) == {("01_evit", "a.b"): "inconclusive", ("01_evit", "a.c"): "reproduced"}
+
+
+def test_gate_claims_turns_claims_on_a_failed_premise_inconclusive_and_keeps_the_rule_verdict(tmp_path):
+    rep = R.Report("01_evit", out_dir=tmp_path / "01_evit", profile="smoke")
+    rep.add_claim(id="a", paper="evit", statement="s", source="t", verdict="reproduced", test="direction")
+    rep.add_claim(id="b", paper="evit", statement="s", source="t", verdict="not reproduced", why="opposite", test="d")
+    rep.add_claim(id="c", paper="evit", statement="s", source="t", verdict="reproduced", test="macs")
+    bad = V.Premise("the model is good enough", False, "68.8 %")
+    rep.gate_claims(bad, ["a", "b"])
+    by = {c.id: c for c in rep.claims}
+    assert by["a"].verdict == by["b"].verdict == "inconclusive"
+    assert by["a"].why.startswith("premise failed: the model is good enough (68.8 %)")
+    assert "the rule alone: not reproduced (opposite)" in by["b"].why
+    assert by["c"].verdict == "reproduced" and by["a"].test.startswith("premise: the model is good enough")
+    rep.gate_claims(V.Premise("fine", True), ["c"])
+    assert rep.claims[2].verdict == "reproduced" and rep.claims[2].test.startswith("premise: fine")
+    with pytest.raises(ValueError, match="not filed"):
+        rep.gate_claims(bad, ["zzz"])
+
+
+def test_bar_premise_reads_the_checkpoint_and_the_role_bar():
+    from tokenprune.study.audits import calibration as C
+
+    p = C.bar_premise("small_vit_cfmnist_smoke")  # a smoke model is far below any bar
+    assert p.holds is False and "70 %" in p.name and "test images" in p.detail
+    assert "80 %" in C.bar_premise("small_vit_cfmnist_smoke", role="fine-grained").name

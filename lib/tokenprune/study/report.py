@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from tokenprune.utils.environment import REPO_ROOT, provenance
 from tokenprune.utils.io import atomic_write_bytes, atomic_write_text, dumps_json, to_jsonable
@@ -285,6 +285,28 @@ class Report:
             raise ValueError(f"duplicate claim id {claim.id!r} in report {self.name!r}")
         self._claims.append(claim)
         return claim
+
+    def gate_claims(self, premise: Any, ids: Iterable[str]) -> list[str]:
+        """Gate the filed claims ``ids`` on ``premise`` (a :class:`tokenprune.study.verdicts.Premise` about the data
+        or model they were measured on): when it fails, each becomes ``inconclusive`` with the premise named, its
+        rule's own verdict and reason kept after it; when it holds, only the test text says it was checked.
+        Returns the ids gated (an id not filed is refused)."""
+        from tokenprune.study.verdicts import Decision
+
+        ids = list(ids)
+        known = {c.id for c in self._claims}
+        unknown = sorted(set(ids) - known)
+        if unknown:
+            raise ValueError(f"ids: not filed in report {self.name!r}: {unknown}")
+        for i, c in enumerate(self._claims):
+            if c.id not in ids:
+                continue
+            d = premise.gate(Decision(c.verdict, c.why, c.test))
+            why = d.why if premise.holds else c.why
+            if not premise.holds:
+                why = f"{d.why}; the rule alone: {c.verdict}" + (f" ({c.why})" if c.why else "")
+            self._claims[i] = dataclasses.replace(c, verdict=d.verdict, why=why, test=d.rule)
+        return ids
 
     def add_table(self, name: str, df: Any, index: bool | None = None, caption: str = "") -> Path:
         """Render a pandas DataFrame to ``<name>.csv`` (written by :meth:`write`); inside a notebook a

@@ -1535,3 +1535,14 @@ def plot_bat_clusters(fmodel: torch.nn.Module, src: torch.Tensor, shown: list, n
     fig.suptitle("BAT after block 10: every token that stands for several patches (a cluster) in its own colour", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def gate_on_calibration(rep: Any, cfg: Any) -> dict:
+    """Notebook 00's C5 as a premise (:func:`tokenprune.study.audits.calibration.gate_on_bar`) of every claim measured
+    on the proxy ``cfg.proxy_model`` (those with a design). At the ``paper`` profile nothing is gated."""
+    from tokenprune.study.audits import calibration
+
+    if cfg.profile == "paper":
+        return {}
+    ids = [c.id for c in rep.claims if c.design]
+    return {cfg.proxy_model: calibration.gate_on_bar(rep, cfg.proxy_model, ids)}

@@ -123,7 +123,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 **_SMALL,
                 "proxy_model": "small_vit_cfmnist",
                 "base_model": "small_vit_fmnist", "parts_model": "small_vit_parts", "eval_images": 2000,
-                "parts_eval_images": 1000, "eval_batch": 500, "finetune_seeds": [0, 1, 2, 3, 4], "oracle_images": 1000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5,
+                "parts_eval_images": 1000, "eval_batch": 500, "finetune_seeds": [0, 1, 2], "oracle_images": 1000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5,
                 "n_dataset_images": 4, "small_bench_batch": 64, "small_bench_rounds": 3, "train_bench_rounds": 5,
                 "t2t_bench_model": "deit_small_patch16_224", "t2t_bench_batch": 8, "t2t_bench_rounds": 5, **_PATHS},
     "paper":   {"seed": 0, "batch": 64, "bench_rounds": 10,
@@ -1664,3 +1664,20 @@ def figure_finetune_seeds(st: SmallViT, cfg: Any, FT: dict, P: dict):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def gate_on_calibration(rep: Any, cfg: Any) -> dict:
+    """Notebook 00's C5 as a premise (:func:`tokenprune.study.audits.calibration.gate_on_bar`): every comparison claim
+    measured on the proxy (those with a design, except the §10-11 claims on the small Fashion-MNIST ViT) and the
+    fine-tuned seed-spread claim on ``cfg.proxy_model``; the SynthBirds claims on ``cfg.parts_model`` against the
+    fine-grained bar. At the ``paper`` profile nothing is gated (DeiT-S is not a proxy). Returns the premises by model."""
+    from tokenprune.study.audits import calibration
+
+    if cfg.profile == "paper":
+        return {}
+    on_small = ("evit.t14.", "evit.t5.")
+    parts = [c.id for c in rep.claims if "synthbirds" in c.id]
+    proxy = [c.id for c in rep.claims if c.design and c.id not in parts and not c.id.startswith(on_small)]
+    proxy += [c.id for c in rep.claims if c.id.startswith("evit.t2.fusion_smaller_seed_spread") and c.id not in proxy]
+    return {cfg.proxy_model: calibration.gate_on_bar(rep, cfg.proxy_model, proxy),
+            cfg.parts_model: calibration.gate_on_bar(rep, cfg.parts_model, parts, role="fine-grained")}

@@ -1554,3 +1554,21 @@ def ledger_table(rep) -> pd.DataFrame:
     return pd.DataFrame([{"claim": c.id, "paper": c.paper_value, "ours": c.our_value,
                           "ci": None if c.ci is None else f"[{c.ci[0]:.4g}, {c.ci[1]:.4g}]", "unit": c.unit,
                           "verdict": c.verdict} for c in rep.claims])
+
+
+def gate_on_calibration(rep: Any, cfg: Any) -> dict:
+    """Notebook 00's C5 as a premise (:func:`tokenprune.study.audits.calibration.gate_on_bar`): every comparison claim
+    measured on ``cfg.base_model`` (those with a design, except the photo test on the pretrained ViT-S/14 and the
+    SynthBirds background share) and the background share on ``cfg.birds_model`` against the fine-grained bar. At
+    the ``paper`` profile nothing is gated."""
+    from tokenprune.study.audits import calibration
+
+    if cfg.profile == "paper":
+        return {}
+    birds = [c.id for c in rep.claims if c.id == "varmedad.settle.background_share" and c.verdict != "not testable here"]
+    photos = ("varmedad.obj3.photos_vit_s14",)
+    ids = [c.id for c in rep.claims if c.design and c.id not in birds and c.id not in photos]
+    out = {cfg.base_model: calibration.gate_on_bar(rep, cfg.base_model, ids)}
+    if birds and cfg.birds_model:
+        out[cfg.birds_model] = calibration.gate_on_bar(rep, cfg.birds_model, birds, role="fine-grained")
+    return out
