@@ -76,6 +76,7 @@ PARAMETERS: dict[str, str] = {
     "margin_pp": "equivalence margin in top-1 points (TOST) and the slack of the cost claim",
     "side_keep_rates": "keep rates of the mask-quality and tokens-to-tokens comparisons (§7, §9)",
     "parts_keep_rates": "keep rates of the SynthBirds sweep (§6c)",
+    "proxy_eval_images": "test images of proxy_model evaluated (its first ones; 0: the full split); designs scale to the full split",
     "proxy_model": "the calibrated accuracy proxy of notebook 00 (cluttered Fashion-MNIST, 64 tokens), evaluated on "
                    "its full test split (§5-9, §6b: its cached fine-tunes)",
     "base_model": "the small ViT trained on plain Fashion-MNIST: the oracle (§10) and higher-resolution (§11) studies",
@@ -111,7 +112,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "bench_keep_rates": [1.0, 0.7], "bench_keep_rates_deit_b": [1.0, 0.8], "batch_deit_b": 2,
                 "measure_macs": False, "warmup": 0,
                 **_SMALL, "sweep_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5],
-                "proxy_model": "small_vit_cfmnist_smoke",
+                "proxy_model": "small_vit_cfmnist_smoke", "proxy_eval_images": 0,
                 "base_model": "small_vit_fmnist_smoke", "parts_model": "small_vit_parts_smoke", "eval_images": 64,
                 "parts_eval_images": 32, "eval_batch": 64, "finetune_seeds": [0, 1, 2], "oracle_images": 16, "oracle_img_size": 56, "photo_size": 112, "n_photos": 2,
                 "n_dataset_images": 2, "small_bench_batch": 8, "small_bench_rounds": 1, "train_bench_rounds": 1,
@@ -121,7 +122,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "bench_keep_rates": [1.0, 0.9, 0.8, 0.7, 0.6, 0.5], "bench_keep_rates_deit_b": [1.0, 0.8],
                 "batch_deit_b": 16, "measure_macs": True, "warmup": 1,
                 **_SMALL,
-                "proxy_model": "small_vit_cfmnist",
+                "proxy_model": "small_vit_cfmnist", "proxy_eval_images": 4000,
                 "base_model": "small_vit_fmnist", "parts_model": "small_vit_parts", "eval_images": 2000,
                 "parts_eval_images": 1000, "eval_batch": 500, "finetune_seeds": [0, 1, 2], "oracle_images": 1000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5,
                 "n_dataset_images": 4, "small_bench_batch": 64, "small_bench_rounds": 3, "train_bench_rounds": 5,
@@ -132,15 +133,15 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "bench_keep_rates_deit_b": [1.0, 0.9, 0.8, 0.7, 0.6, 0.5], "batch_deit_b": 64, "measure_macs": True,
                 "warmup": 3,
                 **_SMALL,
-                "proxy_model": "small_vit_cfmnist",
+                "proxy_model": "small_vit_cfmnist", "proxy_eval_images": 0,
                 "base_model": "small_vit_fmnist", "parts_model": "small_vit_parts", "eval_images": 10000,
-                "parts_eval_images": 2400, "eval_batch": 1000, "finetune_seeds": [0, 1, 2, 3, 4],
+                "parts_eval_images": 2400, "eval_batch": 1000, "finetune_seeds": [0, 1, 2],
                 "side_keep_rates": [0.7, 0.5], "parts_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3],
                 "oracle_images": 10000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5, "n_dataset_images": 6,
                 "small_bench_batch": 256, "small_bench_rounds": 10, "train_bench_rounds": 10, "t2t_bench_model": "deit_small_patch16_224",
                 "t2t_bench_batch": 64, "t2t_bench_rounds": 10, **_PATHS},
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
-    "ranges": {"batch": (1, None), "bench_rounds": (1, None), "batch_deit_b": (1, None), "warmup": (0, None), "ft_keep": (0.001, 1.0), "oracle_keep": (0.001, 1.0), "hires_img_size": (1, None), "margin_pp": (0.0, None), "eval_images": (1, None), "parts_eval_images": (1, None), "eval_batch": (1, None), "oracle_images": (1, None), "oracle_img_size": (1, None), "photo_size": (1, None), "n_photos": (0, None), "n_dataset_images": (0, None), "small_bench_batch": (1, None), "small_bench_rounds": (1, None), "train_bench_rounds": (1, None), "t2t_bench_batch": (1, None), "t2t_bench_rounds": (1, None), "paper_eval_images": (0, None), "bench_keep_rates": (0.001, 1.0), "bench_keep_rates_deit_b": (0.001, 1.0), "sweep_keep_rates": (0.001, 1.0), "side_keep_rates": (0.001, 1.0), "parts_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "seed": (0, None)},
+    "ranges": {"proxy_eval_images": (0, None), "batch": (1, None), "bench_rounds": (1, None), "batch_deit_b": (1, None), "warmup": (0, None), "ft_keep": (0.001, 1.0), "oracle_keep": (0.001, 1.0), "hires_img_size": (1, None), "margin_pp": (0.0, None), "eval_images": (1, None), "parts_eval_images": (1, None), "eval_batch": (1, None), "oracle_images": (1, None), "oracle_img_size": (1, None), "photo_size": (1, None), "n_photos": (0, None), "n_dataset_images": (0, None), "small_bench_batch": (1, None), "small_bench_rounds": (1, None), "train_bench_rounds": (1, None), "t2t_bench_batch": (1, None), "t2t_bench_rounds": (1, None), "paper_eval_images": (0, None), "bench_keep_rates": (0.001, 1.0), "bench_keep_rates_deit_b": (0.001, 1.0), "sweep_keep_rates": (0.001, 1.0), "side_keep_rates": (0.001, 1.0), "parts_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "seed": (0, None)},
     "choices": {"dtype": ["fp32", "bf16"], "bench_models": ["deit_tiny_patch16_224", "deit_small_patch16_224",
                                                              "deit_base_patch16_224"]},
 }
@@ -727,16 +728,18 @@ def load_small_vit(cfg: Any, device: str) -> SmallViT:
 
 def load_proxy(cfg: Any, device: str) -> SmallViT:
     """Load the calibrated proxy ``cfg.proxy_model`` (notebook 00; trained here when missing in the smoke profile) on
-    its recipe's full test split (``base_models.eval_data``), patch it unpruned and predict the split once."""
+    the first ``cfg.proxy_eval_images`` images of its recipe's test split (0: all; ``base_models.eval_data``), patch it
+    unpruned and predict them once. Designs scale to the full split (``n_max``)."""
     base, info = tp_models.load_base_model(cfg.proxy_model, train_if_missing=cfg.profile == "smoke", progress=False)
     recipe = tp_train.TrainRecipe.from_dict(info["recipe"])
-    test = tp_models.eval_data(recipe)
+    full = tp_models.eval_data(recipe)
+    test = full.select(range(cfg.proxy_eval_images)) if 0 < cfg.proxy_eval_images < len(full) else full
     x_raw, y_eval = tp_train.as_tensors(test)
     X = base.tp_preprocess(x_raw)
     patch(base, keep_rate=1.0)
     st = SmallViT(base=base, info=info, recipe=recipe, data=None, x_raw=x_raw, y=y_eval, X=X, device=device,
                   eval_batch=cfg.eval_batch, seed=cfg.seed, margin_pp=cfg.margin_pp, name=cfg.proxy_model,
-                  n_max=len(test), max_scale=f"the full test split of {cfg.proxy_model}")
+                  n_max=len(full), max_scale=f"the full test split of {cfg.proxy_model}")
     return _predict_unpruned(st)
 
 
