@@ -105,7 +105,9 @@ def test_executed_notebooks_show_their_figures_inline(smoke_reports):
         res = json.loads((out / nb.stem / "results.json").read_text())
         cells = nbformat.read(out / nb.stem / f"{nb.stem}.ipynb", as_version=4).cells
         shown = sum("image/png" in o.get("data", {}) for c in cells if c.cell_type == "code" for o in c.outputs)
-        assert shown >= len(res["figures"]) > 0, f"{nb.stem}: {shown} inline figures for {len(res['figures'])} saved"
+        assert shown >= len(res["figures"]), f"{nb.stem}: {shown} inline figures for {len(res['figures'])} saved"
+        # every audit of a paper draws figures; notebook 00 (the proxy's calibration) is a table
+        assert res["figures"] or nb.stem == "00_proxy_calibration", f"{nb.stem}: no figure saved"
 
 
 def test_failed_notebook_keeps_previous_report(smoke_reports, tmp_path, capsys):
@@ -129,7 +131,7 @@ def test_failed_notebook_keeps_previous_report(smoke_reports, tmp_path, capsys):
 
 def test_bad_parameters_are_refused_before_any_run(smoke_reports):
     out, _ = smoke_reports
-    nb = NOTEBOOKS[0].stem
+    nb = "01_evit"  # a notebook with a `batch` parameter
     before = (out / nb / "results.json").read_bytes()
     with pytest.raises(ValueError, match=r"keep_ratez: not a parameter of this notebook; accepted: \["):
         pipeline.main(["--profile", "smoke", "--reports", str(out), "--only", nb, "-p", "keep_ratez", "0.7"])

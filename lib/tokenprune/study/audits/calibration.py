@@ -20,7 +20,7 @@ before any candidate was measured, and before any claim's verdict on it was look
 
 The proxy is the first candidate of :data:`CANDIDATES` (in the order written here, cheapest first) of its role
 that meets every criterion; a role with no such candidate has none, and its claims say so. All measurements are
-on the first 4,000 images of the candidate's test split at ``default`` (the recipe's own data, :func:`eval_data`;
+on the first 4,000 images of the candidate's test split at ``default`` (all of a smaller one; the recipe's own data, :func:`eval_data`;
 the full splits would add several minutes to ``make reproduce``), paired across configurations.
 """
 from __future__ import annotations
@@ -103,7 +103,10 @@ def start(cfg: Any) -> None:
 def _load(name: str, cfg: Any) -> tuple[torch.nn.Module, dict, torch.Tensor, torch.Tensor]:
     model, info = tp_models.load_base_model(name, train_if_missing=cfg.profile == "smoke", progress=False)
     recipe = tp_train.TrainRecipe.from_dict(info["recipe"])
-    x, y = tp_train.as_tensors(tp_models.eval_data(recipe, cfg.eval_images or None))
+    test = tp_models.eval_data(recipe)  # the first eval_images of it, or all of a smaller split
+    if 0 < cfg.eval_images < len(test):
+        test = test.select(range(cfg.eval_images))
+    x, y = tp_train.as_tensors(test)
     return model, info, model.tp_preprocess(x), y
 
 
