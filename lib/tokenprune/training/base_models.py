@@ -376,22 +376,30 @@ def _load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike
 
         return part_dataset(kw.pop("n_train"), kw.pop("n_val"), kw.pop("n_test"), **kw)
     if recipe.dataset == "cluttered_fashion_mnist":
-        # Fashion-MNIST items pasted on a larger canvas among crops of other items (object masks kept):
-        # ``canvas`` and ``clutter_seed`` go to :func:`tokenprune.data.synthetic.cluttered`, the rest to the loader
-        from tokenprune.data.datasets import load_dataset
-        from tokenprune.data.synthetic import cluttered
-
-        canvas, clutter_seed = int(kw.pop("canvas")), int(kw.pop("clutter_seed"))
-        limit = kw.pop("limit", None)  # smoke: the first `limit` items of each split only
-        ds = load_dataset("fashion_mnist", root=data_root, **kw)
-        if limit is not None:
-            import datasets
-
-            ds = datasets.DatasetDict({k: v.select(range(min(int(limit), len(v)))) for k, v in ds.items()})
-        return cluttered(ds, canvas=canvas, seed=clutter_seed)
+        return _cluttered_fashion_mnist(kw, data_root)
     from tokenprune.data.datasets import load_dataset
 
     return load_dataset(recipe.dataset, root=data_root, **kw)
+
+
+def _cluttered_fashion_mnist(kw: dict, data_root: Optional[str | os.PathLike] = None,
+                             splits: Optional[Sequence[str]] = None) -> Any:
+    """Fashion-MNIST items pasted on a larger canvas among crops of other items (object masks kept), split by split
+    (``splits``: only these). ``kw``: the recipe's dataset_kwargs; ``canvas`` and ``clutter_seed`` go to
+    :func:`tokenprune.data.synthetic.cluttered`, ``limit`` (smoke) keeps the first items of each split, the rest
+    goes to the loader."""
+    import datasets
+
+    from tokenprune.data.datasets import load_dataset
+    from tokenprune.data.synthetic import cluttered
+
+    kw = dict(kw)
+    canvas, clutter_seed, limit = int(kw.pop("canvas")), int(kw.pop("clutter_seed")), kw.pop("limit", None)
+    ds = load_dataset("fashion_mnist", root=data_root, **kw)
+    keep = list(ds) if splits is None else list(splits)
+    ds = datasets.DatasetDict({k: ds[k] if limit is None else ds[k].select(range(min(int(limit), len(ds[k]))))
+                               for k in keep})
+    return cluttered(ds, canvas=canvas, seed=clutter_seed)
 
 
 def eval_data(recipe: TrainRecipe, n: Optional[int] = None, data_root: Optional[str | os.PathLike] = None) -> Any:
@@ -411,18 +419,7 @@ def eval_data(recipe: TrainRecipe, n: Optional[int] = None, data_root: Optional[
         return part_dataset(0, 0, n_test if n is None else n, **kw)["test"]
     if recipe.dataset == "cluttered_fashion_mnist":
         # each split is cluttered from its own items only, so the test split alone gives the same images (7 s, not 40)
-        import datasets
-
-        from tokenprune.data.datasets import load_dataset
-        from tokenprune.data.synthetic import cluttered
-
-        kw.pop("canvas"), kw.pop("clutter_seed")
-        limit = kw.pop("limit", None)
-        raw = load_dataset("fashion_mnist", root=data_root, **kw)["test"]
-        if limit is not None:
-            raw = raw.select(range(min(int(limit), len(raw))))
-        test = cluttered(datasets.DatasetDict({"test": raw}), canvas=int(recipe.dataset_kwargs["canvas"]),
-                         seed=int(recipe.dataset_kwargs["clutter_seed"]))["test"]
+        test = _cluttered_fashion_mnist(kw, data_root, splits=("test",))["test"]
     else:
         test = load_recipe_data(recipe, data_root)["test"]
     if n is not None and not 0 <= n <= len(test):

@@ -25,8 +25,7 @@ the full splits would add several minutes to ``make reproduce``), paired across 
 """
 from __future__ import annotations
 
-import copy
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -36,6 +35,9 @@ from tokenprune.measure import evaluation, metrics
 from tokenprune.measure.evaluation import PruneConfig
 from tokenprune.training import base_models as tp_models
 from tokenprune.training import loop as tp_train
+
+if TYPE_CHECKING:
+    from tokenprune.study import verdicts
 
 __all__ = ["PARAMETERS", "PROFILES", "CANDIDATES", "BARS", "FINETUNED", "CRITERIA", "measure_candidate",
            "measure_recovery", "judge", "choose", "start", "bar_premise", "gate_on_bar"]
