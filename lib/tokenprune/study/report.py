@@ -163,7 +163,7 @@ class Claim:
             raise ValueError(f"claim {self.id}: timed must be True or False, got {self.timed!r}")
         if self.timed and not (isinstance(self.load, dict) and "under_load" in self.load):
             raise ValueError(f"claim {self.id}: a timed claim needs load, the conditions it was timed under "
-                             "(tokenprune.measure.throughput.load_record(results)), got {self.load!r}")
+                             f"(tokenprune.measure.throughput.load_record(results)), got {self.load!r}")
         if self.design is not None:
             if not (isinstance(self.design, Mapping) and {"mde", "mde_at_max", "n", "unit"} <= set(self.design)):
                 raise ValueError(f"claim {self.id}: design must be a design record "
