@@ -31,9 +31,14 @@ def finetune_recipe(base: TrainRecipe, config: Optional[PruneConfig], *, name: s
     """``base`` changed into a fine-tuning recipe with pruning by ``config`` (None: unpruned fine-tuning).
 
     ``keep_length`` > 0 is EViT's keep-rate warm-up over that many epochs from ``keep_start``; 0 prunes at
-    the target keep rate from the first step. Further ``changes`` (image size, preprocessing, subsets) are
-    passed to :meth:`TrainRecipe.replace`."""
+    the target keep rate from the first step. What trains is what the cached fine-tunes of ``base`` train
+    (:func:`tokenprune.training.base_models.finetune_trainable`: for the pretrained ViT-S/14 its last block, final
+    norm and head; otherwise everything) unless ``changes`` name ``trainable``. Further ``changes`` (image size,
+    preprocessing, subsets) are passed to :meth:`TrainRecipe.replace`."""
+    from tokenprune.training.base_models import finetune_trainable
+
     keep = 1.0 if config is None else float(config.keep_rate)
+    changes.setdefault("trainable", finetune_trainable(base.name))
     rec = base.replace(name=name, seed=int(seed), epochs=epochs, train_subset=train_subset, batch_size=batch_size,
                        lr=lr, min_lr=min_lr, warmup_epochs=warmup_epochs, keep_rate=keep, keep_start=keep_start,
                        keep_length=keep_length, **changes)
