@@ -106,8 +106,7 @@ def test_executed_notebooks_show_their_figures_inline(smoke_reports):
         cells = nbformat.read(out / nb.stem / f"{nb.stem}.ipynb", as_version=4).cells
         shown = sum("image/png" in o.get("data", {}) for c in cells if c.cell_type == "code" for o in c.outputs)
         assert shown >= len(res["figures"]), f"{nb.stem}: {shown} inline figures for {len(res['figures'])} saved"
-        # every audit of a paper draws figures; notebook 00 (the proxy's calibration) is a table
-        assert res["figures"] or nb.stem == "00_proxy_calibration", f"{nb.stem}: no figure saved"
+        assert res["figures"], f"{nb.stem}: no figure saved"
 
 
 def test_failed_notebook_keeps_previous_report(smoke_reports, tmp_path, capsys):

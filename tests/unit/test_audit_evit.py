@@ -472,7 +472,7 @@ def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatc
     seen = []
 
     def fake_load(condition, seed, profile, *a, **kw):
-        seen.append((condition, seed, profile))
+        seen.append((condition, seed, profile, kw.get("prefix")))
         return _small_vit().eval(), {"name": f"{condition}_s{seed}", "recipe_hash": "h", "sha256": "s",
                                      "test": {"accuracy": 0.5}, "train_time_s": 1.0}
 
@@ -491,10 +491,10 @@ def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatc
                        X=x.float() / 255, device="cpu", eval_batch=8, seed=0, margin_pp=0.5, name="proxy")
     st = evit._predict_unpruned(st)
     P = {"unpruned": st.full, "fuse@0.7": st.full, "drop@0.7": st.full}
-    cfg = SimpleNamespace(profile="smoke", finetune_seeds=[0, 1, 2], ft_keep=0.7)
+    cfg = SimpleNamespace(profile="smoke", finetune_seeds=[0, 1, 2], ft_keep=0.7, proxy_model="vit_s14_fmnist_ft_smoke")
     FT, log, table = evit.cached_finetunes(st, cfg, P)
     assert set(FT) == set(base_models.FINETUNE_CONDITIONS) and all(len(v) == 3 for v in FT.values())
-    assert {p for _, _, p in seen} == {"smoke"} and len(log) == 12 and set(log.sha256) == {"s"}
+    assert {p for _, _, p, _ in seen} == {"smoke"} and {x for *_, x in seen} == {"s14"} and len(log) == 12 and set(log.sha256) == {"s"}
     assert list(table.condition[:4]) == list(base_models.FINETUNE_CONDITIONS) and len(table) == 7
     assert table.set_index("condition").loc["drop70", "reducer"] == "drop"
     # each fine-tune is patched with its own condition before it is evaluated (then gmacs_of re-patches st.base)

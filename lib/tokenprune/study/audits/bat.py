@@ -43,6 +43,7 @@ import seaborn as sns
 import timm
 import torch
 
+from tokenprune.study.audits import calibration
 from tokenprune.core.patch import patch, prune_state
 from tokenprune.measure import evaluation, kept_tokens, metrics
 from tokenprune.measure import mac_matching as matching
@@ -115,12 +116,12 @@ _COMMON = {"seed": 0, "num_clusters": 4, "k": 5, "pair_fraction": 0.0, "merge_we
            "deit_weights": None, "imagenet_root": None}
 
 PROFILES: dict[str, dict[str, Any]] = {
-    "smoke": {**_COMMON, "proxy_model": "small_vit_cfmnist_smoke", "n_eval": 128, "n_full": 0, "n_div": 32, "keep_rates": [0.7, 0.3],
+    "smoke": {**_COMMON, "proxy_model": f"{calibration.PROXY}_smoke", "n_eval": 128, "n_full": 128, "n_div": 32, "keep_rates": [0.7, 0.3],
               "ablation_keep_rates": [0.3], "bench_batch": 1, "bench_rounds": 1, "finetune_steps": 1,
               "finetune_seeds": [0], "finetune_keep_rates": [0.5], "dtype": "fp32", "bench_keep_rates": [0.7],
               "bench_model": "deit_tiny_patch16_224", "measure_macs": False, "figure_model": "random_tiny",
               "figure_img": 112, "photos": 1, "ft_batch": 16, "ablations": "few", "sweep_batch": 128, "threads": 1},
-    "default": {**_COMMON, "proxy_model": "small_vit_cfmnist", "n_eval": 1000, "n_full": 0, "n_div": 256,
+    "default": {**_COMMON, "proxy_model": calibration.PROXY, "n_eval": 1000, "n_full": 0, "n_div": 256,
                 "keep_rates": [0.9, 0.7, 0.5, 0.3, 0.2], "ablation_keep_rates": [0.3],
                 "bench_batch": 8, "bench_rounds": 5, "finetune_steps": 20, "finetune_seeds": [0, 1, 2],
                 "finetune_keep_rates": [0.5], "dtype": "bf16", "bench_keep_rates": [0.7, 0.3],
@@ -136,7 +137,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "ranges": {"num_clusters": (1, None), "k": (1, None), "pair_fraction": (0.0, 0.999), "n_eval": (1, None), "n_full": (0, None), "n_div": (1, None), "bench_batch": (1, None), "bench_rounds": (1, None), "finetune_steps": (0, None), "figure_img": (1, None), "photos": (0, None), "ft_batch": (1, None), "sweep_batch": (1, None), "threads": (0, None), "keep_rates": (0.001, 1.0), "ablation_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "finetune_keep_rates": (0.001, 1.0), "bench_keep_rates": (0.001, 1.0), "seed": (0, None)},
     "choices": {"merge_weight": ["attention", "size", "uniform"], "dtype": ["fp32", "bf16"],
                 "ablations": ["few", "all"], "figure_model": ["vit_s14", "random_tiny"],
-                "proxy_model": ["small_vit_cfmnist", "small_vit_cfmnist_smoke", "small_vit_fmnist", "small_vit_fmnist_smoke",
+                "proxy_model": ["vit_s14_fmnist_ft", "vit_s14_fmnist_ft_smoke", "small_vit_cfmnist", "small_vit_cfmnist_smoke", "small_vit_fmnist", "small_vit_fmnist_smoke",
                                 "small_vit_parts", "small_vit_parts_smoke", "deit_small_patch16_224"]},
 }
 
@@ -1538,11 +1539,10 @@ def plot_bat_clusters(fmodel: torch.nn.Module, src: torch.Tensor, shown: list, n
 
 
 def gate_on_calibration(rep: Any, cfg: Any) -> dict:
-    """Notebook 00's C5 as a premise (:func:`tokenprune.study.audits.calibration.gate_on_bar`) of every claim measured
-    on the proxy ``cfg.proxy_model`` (those with a design). At the ``paper`` profile nothing is gated."""
-    from tokenprune.study.audits import calibration
-
+    """Notebook 00's calibration as premises of every claim measured on the proxy ``cfg.proxy_model`` (those with a
+    design): it is 00's chosen proxy and meets C5 (:func:`tokenprune.study.audits.calibration.gate_on_proxy`). At the
+    ``paper`` profile nothing is gated. Returns the premises by what they say."""
     if cfg.profile == "paper":
         return {}
     ids = [c.id for c in rep.claims if c.design]
-    return {cfg.proxy_model: calibration.gate_on_bar(rep, cfg.proxy_model, ids)}
+    return calibration.gate_on_proxy(rep, cfg.proxy_model, ids)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tokenprune.study import verdicts
 
 __all__ = ["PARAMETERS", "PROFILES", "CANDIDATES", "BARS", "FINETUNED", "CRITERIA", "measure_candidate",
-           "measure_recovery", "judge", "choose", "start", "bar_premise", "gate_on_bar"]
+           "finetune_seeds", "share_of_cost", "measure_recovery", "cost_figure", "CHOSEN", "PROXY", "proxy_premise", "gate_on_proxy", "judge", "choose", "start", "bar_premise", "gate_on_bar"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap and random selection",
@@ -49,7 +49,7 @@ PARAMETERS = {
     "eval_batch": "images per forward pass",
     "keep_rates": "keep rates of the off-the-shelf EViT sweep (0.7 and 0.5 are the criteria's)",
     "finetuned": "candidate -> name of its cached fine-tunes with pruning at keep 0.7 (C4); seeds -s<k> appended",
-    "finetune_seeds": "seeds of the cached fine-tunes",
+    "finetune_seeds": "seeds of the cached fine-tunes used (of each candidate those it has: base_models.FINETUNED_BASES)",
     "dtype": "autocast of the evaluations (bf16: 2.6x faster on this CPU)",
 }
 
@@ -58,8 +58,14 @@ CANDIDATES = {"small_vit_fmnist": "classification", "small_vit_cfmnist": "classi
               "vit_s14_fmnist_ft": "classification", "small_vit_parts": "fine-grained"}
 #: C5's bar per role (top-1 %)
 BARS = {"classification": 70.0, "fine-grained": 80.0}
-#: the cached fine-tunes (C4) of each candidate that has them
-FINETUNED = {"small_vit_cfmnist": "cfmnist_ft_fuse70"}
+#: the proxy of each role as notebook 00 chose it, the one home of the audits' defaults (01-03 read it): the committed
+#: reports/00_proxy_calibration/results.json must record the same choice (tests/unit/test_finetuned.py checks it), so
+#: a rerun of 00 that chooses otherwise fails the tests until this line and the audits' reports follow it
+CHOSEN: dict[str, Optional[str]] = {"classification": "vit_s14_fmnist_ft", "fine-grained": None}
+#: the classification proxy of notebooks 01-03
+PROXY = CHOSEN["classification"]
+#: the cached fine-tunes (C4) of each candidate that has them (base_models.FINETUNED_BASES: prefix -> base)
+FINETUNED = {base: f"{prefix}_ft_fuse70" for prefix, (base, *_rest) in tp_models.FINETUNED_BASES.items()}
 CRITERIA = {
     "C1": "off the shelf, EViT keep 0.7 costs >= 1 point, interval above 0",
     "C2": "off the shelf, EViT keep 0.5 costs >= 3 points, interval above 0",
@@ -71,13 +77,13 @@ CRITERIA = {
 _SMOKE_CANDIDATES = [f"{n}_smoke" for n in CANDIDATES]
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {"seed": 0, "candidates": _SMOKE_CANDIDATES, "eval_images": 32, "eval_batch": 64,
-              "keep_rates": [0.9, 0.7, 0.5, 0.3], "finetuned": {"small_vit_cfmnist_smoke": "cfmnist_ft_fuse70"},
+              "keep_rates": [0.9, 0.7, 0.5, 0.3], "finetuned": {f"{k}_smoke": v for k, v in FINETUNED.items()},
               "finetune_seeds": [0, 1, 2], "dtype": "bf16"},
     "default": {"seed": 0, "candidates": list(CANDIDATES), "eval_images": 4000, "eval_batch": 500,
-                "keep_rates": [0.9, 0.7, 0.5, 0.3], "finetuned": dict(FINETUNED), "finetune_seeds": [0, 1, 2],
+                "keep_rates": [0.9, 0.7, 0.5, 0.3], "finetuned": dict(FINETUNED), "finetune_seeds": [0, 1, 2, 3, 4],
                 "dtype": "bf16"},
     "paper": {"seed": 0, "candidates": list(CANDIDATES), "eval_images": 0, "eval_batch": 1000,
-              "keep_rates": [0.9, 0.7, 0.5, 0.3], "finetuned": dict(FINETUNED), "finetune_seeds": [0, 1, 2],
+              "keep_rates": [0.9, 0.7, 0.5, 0.3], "finetuned": dict(FINETUNED), "finetune_seeds": [0, 1, 2, 3, 4],
               "dtype": "bf16"},
     "ranges": {"eval_images": (0, None), "eval_batch": (1, None), "keep_rates": (0.001, 1.0), "seed": (0, None),
                "finetune_seeds": (0, None)},
@@ -140,12 +146,27 @@ def measure_candidate(name: str, cfg: Any) -> tuple[dict, dict]:
     return row, P
 
 
+def finetune_seeds(name: str, cfg: Any) -> list[int]:
+    """The seeds of ``cfg.finetune_seeds`` that the candidate ``name`` has cached fine-tunes of (smoke: 0-2)."""
+    key = name.removesuffix("_smoke")
+    have = tp_models.FINETUNED_BASES[tp_models.finetune_prefix(key)][3]
+    if name.endswith("_smoke"):
+        have = tuple(s for s in have if s in (0, 1, 2))
+    return [s for s in cfg.finetune_seeds if s in have]
+
+
+def share_of_cost(gain: float, cost: float) -> float:
+    """C4's share: the fine-tuning gain as a percentage of the off-the-shelf cost (both in points of top-1); NaN when
+    pruning costs nothing (there is nothing to win back)."""
+    return 100.0 * gain / cost if cost > 0 else float("nan")
+
+
 def measure_recovery(row: dict, P: dict, ft_name: str, cfg: Any) -> dict:
-    """C4: the cached fine-tunes ``<ft_name>-s<seed>`` (pruned at keep 0.7 during training) against the same
-    candidate pruned off the shelf, on the same images: the gain with its two-stage (seeds, images) interval, and
-    its share of the off-the-shelf cost."""
+    """C4: the cached fine-tunes ``<ft_name>-s<seed>`` (pruned at keep 0.7 during training; the seeds of
+    :func:`finetune_seeds`) against the same candidate pruned off the shelf, on the same images: the gain with its
+    two-stage (seeds, images) interval, and its share of the off-the-shelf cost."""
     preds = []
-    for s in cfg.finetune_seeds:
+    for s in finetune_seeds(row["candidate"], cfg):
         suffix = "_smoke" if row["candidate"].endswith("_smoke") else ""
         m, _ = tp_models.load_base_model(f"{ft_name}_s{s}{suffix}", train_if_missing=cfg.profile == "smoke",
                                          progress=False)
@@ -154,9 +175,8 @@ def measure_recovery(row: dict, P: dict, ft_name: str, cfg: Any) -> dict:
     A = np.stack([p.correct.astype(float) for p in preds])
     B = P["fuse@0.7"].correct.astype(float)[None]
     r = metrics.seed_image_bootstrap_diff(A, B, seed=cfg.seed)
-    cost = row["cost@0.7"]
     return {"ft_gain@0.7": 100 * r.estimate, "ft_gain@0.7_low": 100 * r.low, "ft_gain@0.7_high": 100 * r.high,
-            "ft_share_of_cost": (100 * r.estimate / cost) if cost > 0 else float("nan"),
+            "ft_share_of_cost": share_of_cost(100 * r.estimate, row["cost@0.7"]),
             "ft_seeds": len(preds), "ft_top1@0.7": 100 * float(A.mean())}
 
 
@@ -200,6 +220,36 @@ def calibration_table(rows: list[dict]) -> pd.DataFrame:
     return df[[c for c in df.columns if c not in last] + last]
 
 
+def cost_figure(rows: list[dict], keep_rates: Any) -> Any:
+    """Each candidate's off-the-shelf EViT cost (points of top-1, 95 % interval) against the keep rate, with the
+    thresholds of C1 (keep 0.7) and C2 (keep 0.5) marked, and the cost left after fine-tuning at keep 0.7 where
+    it was measured (C4)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ks = sorted(float(k) for k in keep_rates)
+    for row in rows:
+        c = np.array([row[f"cost@{k:g}"] for k in ks])
+        lo = c - np.array([row[f"cost@{k:g}_low"] for k in ks])
+        hi = np.array([row[f"cost@{k:g}_high"] for k in ks]) - c
+        line = ax.errorbar(ks, c, yerr=[lo, hi], marker="o", capsize=3, label=f"{row['candidate']} ({row['tokens']} tokens)")
+        if "ft_gain@0.7" in row:
+            left = row["cost@0.7"] - row["ft_gain@0.7"]
+            ax.plot([0.7], [left], marker="*", markersize=12, color=line[0].get_color(), linestyle="none",
+                    label=f"{row['candidate']}: fine-tuned at 0.7")
+    ax.plot([0.7], [1.0], marker="_", markersize=30, color="k", linestyle="none", label="C1 / C2 thresholds")
+    ax.plot([0.5], [3.0], marker="_", markersize=30, color="k", linestyle="none")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("keep rate (blocks 4/7/10, fused inattentive token)")
+    ax.set_ylabel("top-1 cost of pruning (points)")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.invert_xaxis()
+    ax.legend(fontsize=7)
+    ax.set_title("off-the-shelf cost of EViT per candidate proxy")
+    fig.tight_layout()
+    return fig
+
+
 def drop_tensors(row: dict) -> None:
     """Free a candidate's model and images once it is measured."""
     for k in ("model", "X", "y"):
@@ -223,8 +273,28 @@ def bar_premise(name: str, role: Optional[str] = None) -> "verdicts.Premise":
                             f"{top1:.2f} % [{lo:.2f}, {hi:.2f}] on its {t['n']} test images")
 
 
+def proxy_premise(name: str) -> "verdicts.Premise":
+    """The model ``name`` is the classification proxy notebook 00 chose by its criteria (:data:`PROXY`; a smoke model
+    stands for its default model): a claim measured on another model (an override) rests on a proxy that was not
+    shown to be one where pruning matters."""
+    from tokenprune.study import verdicts
+
+    key = name.removesuffix("_smoke")
+    return verdicts.Premise(f"the model is notebook 00's calibrated proxy ({PROXY}: it meets criteria C1-C5)",
+                            key == PROXY, f"measured on {name}")
+
+
 def gate_on_bar(rep: Any, name: str, ids: Any, role: Optional[str] = None) -> "verdicts.Premise":
     """Gate the claims ``ids`` of ``rep`` measured on ``name`` on :func:`bar_premise`; returns the premise."""
     premise = bar_premise(name, role)
     rep.gate_claims(premise, ids)
     return premise
+
+
+def gate_on_proxy(rep: Any, name: str, ids: Any) -> dict:
+    """Gate the claims ``ids`` of ``rep`` measured on the classification proxy ``name`` on :func:`proxy_premise`
+    and on :func:`bar_premise` (C5); returns both premises by name."""
+    ids = list(ids)
+    chosen = proxy_premise(name)
+    rep.gate_claims(chosen, ids)
+    return {f"{name}: notebook 00's choice": chosen, f"{name}: C5": gate_on_bar(rep, name, ids)}

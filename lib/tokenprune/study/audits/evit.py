@@ -2,8 +2,8 @@
 tables and figures, and the claims that need more than a line to declare.
 
 The notebook calls one function per step, in the order of its sections. The accuracy claims about pruning run on
-the calibrated proxy of notebook 00 (``small_vit_cfmnist``: cluttered Fashion-MNIST, 64 tokens; its full test split),
-the fine-tuned ones on its cached fine-tunes (:func:`cached_finetunes`); the oracle (Table 14) and higher-resolution
+the calibrated proxy of notebook 00 (:data:`~tokenprune.study.audits.calibration.PROXY`: the pretrained ViT-S/14
+fine-tuned on Fashion-MNIST at 56 px, 16 tokens), the fine-tuned ones on its cached fine-tunes (:func:`cached_finetunes`); the oracle (Table 14) and higher-resolution
 (Table 5) studies stay on the project's small ViT on plain Fashion-MNIST (:class:`SmallViT` holds either model, its
 evaluation images and how two configurations are compared, with each comparison's :class:`Design`); efficiency
 experiments on timm's DeiT-S and DeiT-B at 224 px. Every accuracy comparison is gated by
@@ -40,6 +40,7 @@ from tokenprune.study import figures as viz
 from tokenprune.study import verdicts
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import EVIT, EVIT_TEXT
+from tokenprune.study.audits import calibration
 from tokenprune.training import base_models as tp_models
 from tokenprune.training import loop as tp_train
 from tokenprune.utils.environment import hardware
@@ -77,14 +78,14 @@ PARAMETERS: dict[str, str] = {
     "side_keep_rates": "keep rates of the mask-quality and tokens-to-tokens comparisons (§7, §9)",
     "parts_keep_rates": "keep rates of the SynthBirds sweep (§6c)",
     "proxy_eval_images": "test images of proxy_model evaluated (its first ones; 0: the full split); designs scale to the full split",
-    "proxy_model": "the calibrated accuracy proxy of notebook 00 (cluttered Fashion-MNIST, 64 tokens), evaluated on "
-                   "its full test split (§5-9, §6b: its cached fine-tunes)",
+    "proxy_model": "the calibrated accuracy proxy of notebook 00 (calibration.PROXY), evaluated on the first "
+                   "proxy_eval_images of its test split (§5-9; §6b: its cached fine-tunes)",
     "base_model": "the small ViT trained on plain Fashion-MNIST: the oracle (§10) and higher-resolution (§11) studies",
     "parts_model": "the small ViT trained on SynthBirds (§6c, §12)",
     "eval_images": "plain Fashion-MNIST test images of base_model (§10, §11)",
     "parts_eval_images": "SynthBirds test images (§6c)",
     "eval_batch": "evaluation batch size",
-    "finetune_seeds": "seeds of the cached fine-tunes of proxy_model (base_models.FINETUNE_SEEDS; smoke: 0-2), at least 3",
+    "finetune_seeds": "seeds of the cached fine-tunes of proxy_model (base_models.FINETUNED_BASES; smoke: 0-2), at least 3",
     "oracle_images": "test images of the oracle study (§10)",
     "oracle_img_size": "input size of the oracle ViT-S/14 (98 px: a 7x7 grid of 14-px patches)",
     "photo_size": "size of the real photos of Figure 3 (§12)",
@@ -112,7 +113,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "bench_keep_rates": [1.0, 0.7], "bench_keep_rates_deit_b": [1.0, 0.8], "batch_deit_b": 2,
                 "measure_macs": False, "warmup": 0,
                 **_SMALL, "sweep_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5],
-                "proxy_model": "small_vit_cfmnist_smoke", "proxy_eval_images": 0,
+                "proxy_model": f"{calibration.PROXY}_smoke", "proxy_eval_images": 64,
                 "base_model": "small_vit_fmnist_smoke", "parts_model": "small_vit_parts_smoke", "eval_images": 64,
                 "parts_eval_images": 32, "eval_batch": 64, "finetune_seeds": [0, 1, 2], "oracle_images": 16, "oracle_img_size": 56, "photo_size": 112, "n_photos": 2,
                 "n_dataset_images": 2, "small_bench_batch": 8, "small_bench_rounds": 1, "train_bench_rounds": 1,
@@ -122,9 +123,9 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "bench_keep_rates": [1.0, 0.9, 0.8, 0.7, 0.6, 0.5], "bench_keep_rates_deit_b": [1.0, 0.8],
                 "batch_deit_b": 16, "measure_macs": True, "warmup": 1,
                 **_SMALL,
-                "proxy_model": "small_vit_cfmnist", "proxy_eval_images": 4000,
+                "proxy_model": calibration.PROXY, "proxy_eval_images": 4000,
                 "base_model": "small_vit_fmnist", "parts_model": "small_vit_parts", "eval_images": 2000,
-                "parts_eval_images": 1000, "eval_batch": 500, "finetune_seeds": [0, 1, 2], "oracle_images": 1000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5,
+                "parts_eval_images": 1000, "eval_batch": 500, "finetune_seeds": [0, 1, 2, 3, 4], "oracle_images": 1000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5,
                 "n_dataset_images": 4, "small_bench_batch": 64, "small_bench_rounds": 3, "train_bench_rounds": 5,
                 "t2t_bench_model": "deit_small_patch16_224", "t2t_bench_batch": 8, "t2t_bench_rounds": 5, **_PATHS},
     "paper":   {"seed": 0, "batch": 64, "bench_rounds": 10,
@@ -133,9 +134,9 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "bench_keep_rates_deit_b": [1.0, 0.9, 0.8, 0.7, 0.6, 0.5], "batch_deit_b": 64, "measure_macs": True,
                 "warmup": 3,
                 **_SMALL,
-                "proxy_model": "small_vit_cfmnist", "proxy_eval_images": 0,
+                "proxy_model": calibration.PROXY, "proxy_eval_images": 0,
                 "base_model": "small_vit_fmnist", "parts_model": "small_vit_parts", "eval_images": 10000,
-                "parts_eval_images": 2400, "eval_batch": 1000, "finetune_seeds": [0, 1, 2],
+                "parts_eval_images": 2400, "eval_batch": 1000, "finetune_seeds": [0, 1, 2, 3, 4],
                 "side_keep_rates": [0.7, 0.5], "parts_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3],
                 "oracle_images": 10000, "oracle_img_size": 98, "photo_size": 224, "n_photos": 5, "n_dataset_images": 6,
                 "small_bench_batch": 256, "small_bench_rounds": 10, "train_bench_rounds": 10, "t2t_bench_model": "deit_small_patch16_224",
@@ -153,12 +154,16 @@ _DEIT_S = EVIT["deit_small_patch16_224"]
 
 
 def check_inputs(cfg: Any) -> None:
-    """Fail before any work: fewer than 3 fine-tuning seeds, seeds or a keep rate that are not cached
-    (:data:`tokenprune.training.base_models.FINETUNE_SEEDS`, smoke: 0-2; keep 0.7), or (``paper`` profile) missing
-    local inputs."""
+    """Fail before any work: a proxy without cached fine-tunes, fewer than 3 fine-tuning seeds, seeds or a keep rate
+    that are not cached (:data:`tokenprune.training.base_models.FINETUNED_BASES`, smoke: 0-2; keep 0.7), or
+    (``paper`` profile) missing local inputs."""
     if len(cfg.finetune_seeds) < 3:
         raise ValueError(f"finetune_seeds: every fine-tuned configuration runs at least 3 seeds, got {cfg.finetune_seeds}")
-    cached = tp_models.FINETUNE_SEEDS[:3] if cfg.profile == "smoke" else tp_models.FINETUNE_SEEDS
+    try:
+        seeds = tp_models.FINETUNED_BASES[tp_models.finetune_prefix(cfg.proxy_model)][3]
+    except ValueError as err:
+        raise ValueError(f"proxy_model: {err}") from None
+    cached = seeds[:3] if cfg.profile == "smoke" else seeds
     if not set(cfg.finetune_seeds) <= set(cached):
         raise ValueError(f"finetune_seeds: the cached fine-tunes of profile {cfg.profile!r} have seeds {list(cached)}, "
                          f"got {cfg.finetune_seeds}")
@@ -948,11 +953,12 @@ def cached_finetunes(st: SmallViT, cfg: Any, P: dict):
     per condition (one per seed), the per-run log (recipe hash, weights' SHA-256, checkpoint accuracy) and the table
     (with the off-the-shelf rows for reference; ``st.base`` is left unpruned)."""
     prof = "smoke" if cfg.profile == "smoke" else "default"
+    prefix = tp_models.finetune_prefix(cfg.proxy_model)
     FT: dict = {name: [] for name in tp_models.FINETUNE_CONDITIONS}
     log = []
     for name, (k, red, warm) in tp_models.FINETUNE_CONDITIONS.items():
         for s in cfg.finetune_seeds:
-            m, info = tp_models.load_finetuned(name, s, prof)
+            m, info = tp_models.load_finetuned(name, s, prof, prefix=prefix)
             PruneConfig(keep_rate=k, reducer=red).apply(m)
             FT[name].append(st.predict(m))
             log.append({"condition": name, "seed": s, "keep_rate": k, "reducer": red, "keep_warmup_epochs": warm,
@@ -1670,17 +1676,16 @@ def figure_finetune_seeds(st: SmallViT, cfg: Any, FT: dict, P: dict):
 
 
 def gate_on_calibration(rep: Any, cfg: Any) -> dict:
-    """Notebook 00's C5 as a premise (:func:`tokenprune.study.audits.calibration.gate_on_bar`): every comparison claim
-    measured on the proxy (those with a design, except the §10-11 claims on the small Fashion-MNIST ViT) and the
-    fine-tuned seed-spread claim on ``cfg.proxy_model``; the SynthBirds claims on ``cfg.parts_model`` against the
-    fine-grained bar. At the ``paper`` profile nothing is gated (DeiT-S is not a proxy). Returns the premises by model."""
-    from tokenprune.study.audits import calibration
-
+    """Notebook 00's calibration as premises: every comparison claim measured on the proxy (those with a design, except
+    the §10-11 claims on the small Fashion-MNIST ViT) and the fine-tuned seed-spread claim, on ``cfg.proxy_model``
+    being 00's chosen proxy and meeting C5 (:func:`tokenprune.study.audits.calibration.gate_on_proxy`); the SynthBirds
+    claims on ``cfg.parts_model`` against the fine-grained bar (:func:`~tokenprune.study.audits.calibration.gate_on_bar`).
+    At the ``paper`` profile nothing is gated (DeiT-S is not a proxy). Returns the premises by what they say."""
     if cfg.profile == "paper":
         return {}
     on_small = ("evit.t14.", "evit.t5.")
     parts = [c.id for c in rep.claims if "synthbirds" in c.id]
     proxy = [c.id for c in rep.claims if c.design and c.id not in parts and not c.id.startswith(on_small)]
     proxy += [c.id for c in rep.claims if c.id.startswith("evit.t2.fusion_smaller_seed_spread") and c.id not in proxy]
-    return {cfg.proxy_model: calibration.gate_on_bar(rep, cfg.proxy_model, proxy),
-            cfg.parts_model: calibration.gate_on_bar(rep, cfg.parts_model, parts, role="fine-grained")}
+    return {**calibration.gate_on_proxy(rep, cfg.proxy_model, proxy),
+            f"{cfg.parts_model}: C5": calibration.gate_on_bar(rep, cfg.parts_model, parts, role="fine-grained")}
