@@ -63,6 +63,10 @@ __all__ = [
     "parse_idx",
     "write_idx",
     "stratified_split",
+    "class_balanced_indices",
+    "IMAGENET100_CLASSES_FILE",
+    "imagenet100_classes",
+    "make_imagenet100",
     "to_numpy",
     "load_image",
     "fashion_mnist_files",
@@ -248,6 +252,31 @@ def stratified_split(labels: Sequence[int] | np.ndarray, fraction: float, seed: 
     rank = np.arange(n) - starts[group]
     held = rank < n_held[group]
     return np.sort(order[~held]), np.sort(order[held])
+
+
+def class_balanced_indices(labels: Sequence[int] | np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``n`` row indices with every class as equally represented as it can be: class counts differ by at most one
+    (a class with fewer rows gives all of them and the others fill in), members drawn uniformly with
+    ``numpy.random.default_rng(seed)``, returned sorted (the rows keep their order). ``n`` at least the number of
+    rows gives all of them. For subsets of class-sorted releases (CUB's test split lists class 1 first), where the
+    first ``n`` rows would cover only the first classes."""
+    labels = np.asarray(labels, dtype=np.int64)
+    total = labels.shape[0]
+    if n < 0:
+        raise ValueError(f"n: must be >= 0, got {n}")
+    if n >= total:
+        return np.arange(total)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(total)
+    order = perm[np.argsort(labels[perm], kind="stable")]  # grouped by class, shuffled within
+    classes, starts, counts = np.unique(labels[order], return_index=True, return_counts=True)
+    group = np.repeat(np.arange(len(classes)), counts)
+    rank = np.arange(total) - starts[group]  # position of each row within its class
+    # take rows round by round: every class's 1st member, then every class's 2nd, ...; within a round, classes in a
+    # seeded random order, so the classes that get one more member than the rest are drawn, not the lowest labels
+    class_order = rng.permutation(len(classes))
+    key = rank * len(classes) + np.argsort(class_order)[group]
+    return np.sort(order[np.argsort(key, kind="stable")[:n]])
 
 
 def _check_fraction(name: str, value: float) -> float:
@@ -1121,6 +1150,45 @@ def _imagenet(root: str | os.PathLike | None = None, **kw: Any) -> datasets.Data
 
 def _imagenet100(root: str | os.PathLike | None = None, **kw: Any) -> datasets.DatasetDict:
     return load_image_folder(root if root is not None else data_dir() / "imagenet100", title="ImageNet-100", **kw)
+
+
+#: the class list of ImageNet-100 (Tian et al., Contrastive Multiview Coding; arXiv 2507.19175's reference [14])
+IMAGENET100_CLASSES_FILE = Path(__file__).with_name("imagenet100_cmc.txt")
+
+
+def imagenet100_classes() -> list[str]:
+    """The 100 WordNet ids of ImageNet-100 as CMC lists them (:data:`IMAGENET100_CLASSES_FILE`)."""
+    lines = IMAGENET100_CLASSES_FILE.read_text(encoding="utf-8").splitlines()
+    ids = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+    if len(ids) != 100 or len(set(ids)) != 100:
+        raise DatasetFormatError(f"{IMAGENET100_CLASSES_FILE}: expected 100 distinct WordNet ids, found {len(set(ids))}")
+    return ids
+
+
+def make_imagenet100(imagenet_root: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+    """ImageNet-100 as class folders linked from an ImageNet-1k folder (``imagenet_root/train/<wnid>``,
+    ``imagenet_root/val/<wnid>``): ``out_dir/{train,val}/<wnid>`` are symbolic links to the 100 classes of
+    :func:`imagenet100_classes`, so nothing is copied; :func:`load_dataset` ``("imagenet100", root=out_dir)`` reads
+    them. A class missing from either split is refused, naming it, before anything is linked; existing links to the
+    same folders are kept, a different file in the way is refused."""
+    src = Path(imagenet_root).expanduser()
+    out = Path(out_dir).expanduser()
+    ids = imagenet100_classes()
+    for split in ("train", "val"):
+        missing = [c for c in ids if not (src / split / c).is_dir()]
+        if missing:
+            raise DatasetNotFoundError(f"ImageNet-100: {len(missing)} of its classes are not folders under "
+                                       f"{src / split}: {missing[:5]}")
+    for split in ("train", "val"):
+        (out / split).mkdir(parents=True, exist_ok=True)
+        for c in ids:
+            link, target = out / split / c, (src / split / c).resolve()
+            if link.is_symlink() and link.resolve() == target:
+                continue
+            if link.exists() or link.is_symlink():
+                raise DatasetFormatError(f"ImageNet-100: {link} exists and is not a link to {target}")
+            link.symlink_to(target, target_is_directory=True)
+    return out
 
 
 def _no_root(loader: Callable[..., datasets.DatasetDict], name: str) -> Callable[..., datasets.DatasetDict]:

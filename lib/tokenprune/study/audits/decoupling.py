@@ -350,7 +350,8 @@ def paper_setting(name: str, cfg: SimpleNamespace) -> Setting:
     std = torch.tensor(timm.data.IMAGENET_DEFAULT_STD).view(1, 3, 1, 1)
 
     def load(split_name, n):
-        rows = dsd[split_name].select(range(min(n, len(dsd[split_name]))))
+        split = dsd[split_name]  # a class-balanced subset: CUB lists its test images class by class
+        rows = split.select(data.class_balanced_indices(np.asarray(split["label"]), n, seed=cfg.seed))
         imgs, kps, boxes, labels = [], [], [], []
         for r in rows:
             im = np.asarray(r["image"])
