@@ -302,15 +302,20 @@ def smoke_recipes() -> dict[str, TrainRecipe]:
 def paper_recipes(init: Optional[str | os.PathLike] = None, keep_rate: float = 0.7) -> dict[str, TrainRecipe]:
     """DeiT-S fine-tuned with EViT's keep-rate schedule on ImageNet (a GPU machine, local data and weights).
 
-    EViT's fine-tuning schedule as its scripts pass it: 30 epochs, AdamW, ``--lr 2e-5`` at 256 images per
-    GPU on 8 GPUs, scaled by DeiT's ``lr * global_batch / 512`` to 8e-5, ``--min-lr 2e-6``,
-    ``--weight-decay 1e-6``, no warm-up, the target keep rate from the first iteration
+    EViT's fine-tuning schedule as its scripts pass it, read from its recipe file
+    (:func:`tokenprune.training.recipe_book.load_recipe` ``("evit_deit_s_finetune")``, each value with its source):
+    30 epochs, AdamW, ``--lr 2e-5`` at 256 images per GPU on 8 GPUs, scaled by DeiT's ``lr * global_batch / 512``
+    to 8e-5, ``--min-lr 2e-6``, ``--weight-decay 1e-6``, no warm-up, the target keep rate from the first iteration
     (``--shrink_start_epoch 0 --shrink_epochs 0``), blocks 4/7/10, fused inattentive token.
-    Not reproduced here: DeiT's RandAugment, mixup/cutmix, random erasing, repeated augmentation and EMA
-    (we use RandomResizedCrop + flip + label smoothing). ``init``: a local DeiT-S checkpoint
+    Not reproduced by this loop: DeiT's RandAugment, mixup/cutmix, random erasing, repeated augmentation and EMA,
+    which the file records (we use RandomResizedCrop + flip + label smoothing). ``init``: a local DeiT-S checkpoint
     (``deit_small_patch16_224-cd65a155.pth``); its SHA-256 enters the recipe.
     """
     from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+
+    from tokenprune.training.recipe_book import load_recipe
+
+    book = load_recipe("evit_deit_s_finetune")
 
     init_sha = None
     if init is not None:
@@ -326,9 +331,11 @@ def paper_recipes(init: Optional[str | os.PathLike] = None, keep_rate: float = 0
             dataset="imagenet", dataset_kwargs={"val_fraction": 0.0}, img_size=224,
             preprocess={"channels": 3, "mean": list(IMAGENET_DEFAULT_MEAN), "std": list(IMAGENET_DEFAULT_STD),
                         "resize": "bilinear", "crop_ratio": 0.875},
-            augment={"random_resized_crop": True, "hflip": True}, epochs=30, batch_size=2048, lr=8e-5,
-            min_lr=2e-6, weight_decay=1e-6, warmup_epochs=0, label_smoothing=0.1, grad_clip=None, seed=0,
-            dtype="bf16", keep_rate=keep_rate, keep_start=0, keep_length=0, store_dtype="fp32",
+            augment={"random_resized_crop": True, "hflip": True}, epochs=book["epochs"],
+            batch_size=book["global_batch"], lr=book.lr, min_lr=book["min_lr"], weight_decay=book["weight_decay"],
+            warmup_epochs=book["warmup_epochs"], label_smoothing=book["smoothing"], grad_clip=book["clip_grad"],
+            seed=book["seed"], dtype="bf16", keep_rate=keep_rate, keep_start=book["shrink_start_epoch"],
+            keep_length=book["shrink_epochs"], store_dtype="fp32",
             extra={"source": "EViT fine-tuning schedule (youweiliang/evit scripts), see models.paper_recipes"}),
     }
 
