@@ -433,7 +433,8 @@ _FT_IDS = ("evit.t2.fusion_beats_drop.keep0.7.finetuned", "evit.t2.fusion_smalle
 def _ft_claims(FT: dict, off_fuse: int = 200) -> dict:
     full = _preds([1] * 390 + [0] * 10)
     rep = _rep()
-    cfg = SimpleNamespace(ft_keep=0.7, margin_pp=0.5)
+    cfg = SimpleNamespace(ft_keep=0.7, margin_pp=0.5, profile="default", finetune_seeds=[0, 1, 2, 3, 4],
+                          proxy_model="vit_s14_fmnist_ft")
     cmp = evit.finetune_claims(rep, _study(full, n_max=10000), cfg, FT, {"fuse@0.7": _seeds([off_fuse])[0]})
     assert set(cmp) == {"fuse - drop (fine-tuned)", "warm-up - no warm-up", "unpruned - fuse (fine-tuned; the cost)",
                         "fine-tuned - off-the-shelf fuse"}
@@ -449,6 +450,7 @@ def test_finetune_claims_give_every_verdict():
     assert c[_FT_IDS[1]].design is None and "variance ratio" in c[_FT_IDS[1]].why
     assert c[_FT_IDS[2]].design["effect_in_dispute"] == 0.5 and c[_FT_IDS[3]].design["effect_in_dispute"] == 0.5
     assert all("premise: the fine-tuning moved the model" in c[i].test for i in _FT_IDS)
+    assert "one pass over 16,384 training images each, training blocks.11, norm, fc_norm, head" in c[_FT_IDS[0]].why
 
     wide = [300, 320, 280, 310, 290]
     c = _ft_claims({"fuse70": _seeds(wide), "drop70": _seeds([350, 351, 349, 350, 350]),

@@ -1017,7 +1017,12 @@ def finetune_claims(rep: Any, st: SmallViT, cfg: Any, FT: dict, P: dict) -> dict
     ft_cmp["fine-tuned - off-the-shelf fuse"] = moved = st.compare(FT["fuse70"], P[f"fuse@{k0:g}"])
     premise = moved_premise(moved)
     n_seeds = len(FT["fuse70"])
-    about = f"{n_seeds} seeds of the cached fine-tunes of {st.name} (one epoch each), {len(st.y)} test images"
+    prof = "smoke" if cfg.profile == "smoke" else "default"
+    rec = tp_models.recipes_for(prof)[tp_models.finetuned_name("fuse70", cfg.finetune_seeds[0], prof,
+                                                               tp_models.finetune_prefix(cfg.proxy_model))]
+    trains = "everything trained" if rec.trainable is None else "training " + ", ".join(p.rstrip(".") for p in rec.trainable)
+    about = (f"{n_seeds} seeds of the cached fine-tunes of {st.name} (one pass over {rec.train_subset:,} training "
+             f"images each, {trains}), {len(st.y)} test images")
 
     c = ft_cmp["fuse - drop (fine-tuned)"]
     pk = _DEIT_S["keep"].get(k0, _DEIT_S["keep"][0.7])
