@@ -73,8 +73,10 @@ __all__ = [
     "load_base_model",
     "FINETUNE_CONDITIONS",
     "FINETUNE_SEEDS",
+    "SMOKE_FINETUNE_SEEDS",
     "finetune_recipes",
     "all_finetune_recipes",
+    "finetuned_base",
     "finetune_trainable",
     "finetune_prefix",
     "FINETUNED_BASES",
@@ -199,6 +201,8 @@ FINETUNE_CONDITIONS: dict[str, tuple[float, str, float]] = {
 }
 #: seeds of every cached fine-tune (3, for the CPU time of `make models`; claims about seeds state what 5 would detect)
 FINETUNE_SEEDS = (0, 1, 2)
+#: the seeds the smoke profile keeps of every cached fine-tune (three are enough to run the code)
+SMOKE_FINETUNE_SEEDS = (0, 1, 2)
 #: one pass over this many training images (a different random subset per seed), at this peak learning rate: the
 #: size that fits 20 runs into about 15 minutes here; notebook 00 (C4) checks that it moves the model
 FINETUNE_IMAGES, FINETUNE_LR = 8192, 3e-4
@@ -242,26 +246,29 @@ def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_
     return out
 
 
-def finetune_trainable(base_name: str) -> Optional[list]:
-    """What a fine-tune of the base model ``base_name`` trains (its entry of :data:`FINETUNED_BASES`; a smoke name is
-    its default model's; None: everything), so that a notebook's own fine-tunes of a base train what its cached
-    ones do."""
+def finetuned_base(base_name: str) -> tuple[str, Optional[list], int, tuple[int, ...]]:
+    """``(prefix, trainable, images, seeds)``: the entry of :data:`FINETUNED_BASES` of the base model ``base_name``
+    (a smoke name is its default model's); a base without cached fine-tunes is refused, naming those that have them."""
     key = base_name.removesuffix("_smoke")
-    for base, trainable, _, _ in FINETUNED_BASES.values():
+    for prefix, (base, trainable, images, seeds) in FINETUNED_BASES.items():
         if base == key:
-            return None if trainable is None else list(trainable)
-    return None
+            return prefix, (None if trainable is None else list(trainable)), images, seeds
+    raise ValueError(f"{base_name!r} has no cached fine-tunes; the base models with them: "
+                     f"{sorted(b for b, *_ in FINETUNED_BASES.values())}")
 
 
 def finetune_prefix(base_name: str) -> str:
-    """The name prefix of the cached fine-tunes of ``base_name`` (:data:`FINETUNED_BASES`; a smoke name is its
-    default model's); a base without cached fine-tunes is refused, naming those that have them."""
-    key = base_name.removesuffix("_smoke")
-    for prefix, (base, *_rest) in FINETUNED_BASES.items():
-        if base == key:
-            return prefix
-    raise ValueError(f"{base_name!r} has no cached fine-tunes; the base models with them: "
-                     f"{sorted(b for b, *_ in FINETUNED_BASES.values())}")
+    """The name prefix of the cached fine-tunes of ``base_name`` (:func:`finetuned_base`)."""
+    return finetuned_base(base_name)[0]
+
+
+def finetune_trainable(base_name: str) -> Optional[list]:
+    """What a fine-tune of the base model ``base_name`` trains (:func:`finetuned_base`; None: everything, also for a
+    base without cached fine-tunes), so that a notebook's own fine-tunes of a base train what its cached ones do."""
+    try:
+        return finetuned_base(base_name)[1]
+    except ValueError:
+        return None
 
 
 def all_finetune_recipes(bases: dict[str, TrainRecipe]) -> dict[str, TrainRecipe]:
@@ -289,7 +296,7 @@ def smoke_recipes() -> dict[str, TrainRecipe]:
         if r.dataset == "cluttered_fashion_mnist":
             kw["dataset_kwargs"] = {**r.dataset_kwargs, "limit": 256}
         if arch["builder"] == "finetune":
-            if r.seed not in (0, 1, 2):  # three seeds are enough to run the code
+            if r.seed not in SMOKE_FINETUNE_SEEDS:
                 continue
             base = out[f"{arch['base']}_smoke"]
             arch.update(base=f"{arch['base']}_smoke", base_hash=base.recipe_hash())

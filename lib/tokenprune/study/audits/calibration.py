@@ -148,10 +148,9 @@ def measure_candidate(name: str, cfg: Any) -> tuple[dict, dict]:
 
 def finetune_seeds(name: str, cfg: Any) -> list[int]:
     """The seeds of ``cfg.finetune_seeds`` that the candidate ``name`` has cached fine-tunes of (smoke: 0-2)."""
-    key = name.removesuffix("_smoke")
-    have = tp_models.FINETUNED_BASES[tp_models.finetune_prefix(key)][3]
+    have = tp_models.finetuned_base(name)[3]
     if name.endswith("_smoke"):
-        have = tuple(s for s in have if s in (0, 1, 2))
+        have = tuple(s for s in have if s in tp_models.SMOKE_FINETUNE_SEEDS)
     return [s for s in cfg.finetune_seeds if s in have]
 
 

@@ -160,10 +160,10 @@ def check_inputs(cfg: Any) -> None:
     if len(cfg.finetune_seeds) < 3:
         raise ValueError(f"finetune_seeds: every fine-tuned configuration runs at least 3 seeds, got {cfg.finetune_seeds}")
     try:
-        seeds = tp_models.FINETUNED_BASES[tp_models.finetune_prefix(cfg.proxy_model)][3]
+        seeds = tp_models.finetuned_base(cfg.proxy_model)[3]
     except ValueError as err:
         raise ValueError(f"proxy_model: {err}") from None
-    cached = seeds[:3] if cfg.profile == "smoke" else seeds
+    cached = [s for s in seeds if s in tp_models.SMOKE_FINETUNE_SEEDS] if cfg.profile == "smoke" else seeds
     if not set(cfg.finetune_seeds) <= set(cached):
         raise ValueError(f"finetune_seeds: the cached fine-tunes of profile {cfg.profile!r} have seeds {list(cached)}, "
                          f"got {cfg.finetune_seeds}")
