@@ -237,12 +237,10 @@ def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_
             config = None if keep >= 1.0 else PruneConfig(keep_rate=keep, reducer=reducer)
             r = finetune_recipe(base, config, name=name, seed=s, epochs=1.0, batch_size=base.batch_size,
                                 lr=FINETUNE_LR, min_lr=FINETUNE_LR / 100, warmup_epochs=0.1, keep_length=warm,
-                                keep_start=0.0, train_subset=images, val_subset=2000)
-            extra = {"finetune": cond}
-            if trainable is not None:
-                r = r.replace(trainable=list(trainable))
+                                keep_start=0.0, train_subset=images, val_subset=2000,
+                                trainable=None if trainable is None else list(trainable))
             out[name] = r.replace(arch={"builder": "finetune", "base": base_name, "base_hash": base.recipe_hash()},
-                                  extra=extra)
+                                  extra={"finetune": cond})
     return out
 
 
