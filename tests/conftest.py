@@ -14,8 +14,8 @@ def _seed():
 
 
 def pytest_collection_modifyitems(items):
-    """Mark each test by its tier: its folder (tests/unit, tests/smoke)."""
+    """Mark each test by its tier: its folder (tests/unit, tests/smoke, tests/paper)."""
     for item in items:
         tier = item.path.parent.name
-        if tier in ("unit", "smoke"):
+        if tier in ("unit", "smoke", "paper"):
             item.add_marker(getattr(pytest.mark, tier))

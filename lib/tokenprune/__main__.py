@@ -8,6 +8,7 @@ Commands:
   models     train, or load by recipe hash, the default profile's base models
   prepare    prepare the embedded datasets and the offline pretrained ViT-S/14
   train      training tools: the training bench (--bench) and the torchrun check (--ddp-check)
+  paper-train  a paper's recipe on timm's training stack (GPU cluster; resumable; --estimate: GPU-hours)
 
 ``python -m tokenprune COMMAND --help`` describes each command's options.
 """
@@ -25,6 +26,7 @@ COMMANDS = {
     "models": "tokenprune.training.base_models",
     "prepare": "tokenprune.data.prepare",
     "train": "tokenprune.training.loop",
+    "paper-train": "tokenprune.training.paper_training",
 }
 
 

@@ -1,0 +1,121 @@
+"""The paper profile's training (tokenprune.training.paper_training) on fixture data in ImageNet's release format:
+DeiT-S at 224 px, the recipes as written, shrunk only in batch, steps, epochs and evaluation images (issue 15,
+item 5); one run under a 2-process torchrun (gloo) on the CPU; a killed run resumes after its last epoch."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tokenprune.training import paper_training as pt
+from tokenprune.training.recipe_book import load_recipe
+
+WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361"]
+INIT = "deit_small_patch16_224-cd65a155.pth"
+
+
+def _jpeg(path: Path, seed: int) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    Image.fromarray(rng.integers(0, 255, size=(256, 300, 3), dtype=np.uint8)).save(path, quality=80)
+
+
+@pytest.fixture(scope="module")
+def imagenet(tmp_path_factory):
+    """A tiny ImageNet folder (train/<wnid>/*.JPEG, val/<wnid>/*.JPEG) and a DeiT-S checkpoint in DeiT's format
+    ({'model': state_dict}, 1000 classes) under the file name the recipes name."""
+    root = tmp_path_factory.mktemp("imagenet")
+    for split, n in (("train", 4), ("val", 2)):
+        for c, wnid in enumerate(WNIDS):
+            for k in range(n):
+                _jpeg(root / split / wnid / f"{wnid}_{split}_{k}.JPEG", 100 * c + 10 * k + (split == "val"))
+    import timm
+
+    init = tmp_path_factory.mktemp("init")
+    torch.save({"model": timm.create_model("deit_small_patch16_224", num_classes=1000).state_dict()}, init / INIT)
+    return root, init
+
+
+def _spec(**values):
+    spec = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
+    v = {**spec.values, "num_classes": len(WNIDS), **values}
+    return pt.RunSpec(**{**{f: getattr(spec, f) for f in ("recipe", "model", "init", "dataset", "keep_rate", "seed",
+                                                          "scorer", "reducer", "reducer_options")}, "values": v})
+
+
+LIMITS = pt.Limits(batch_per_process=2, steps_per_epoch=2, epochs=1, eval_images=4, workers=0)
+
+
+def test_run_specs_expand_every_list():
+    assert [s.keep_rate for s in pt.run_specs(load_recipe("bat_deit_s_finetune"))] == [0.6, 0.5, 0.4, 0.3, 0.2]
+    dec = pt.run_specs(load_recipe("decoupling_fgvc_finetune"))
+    assert len(dec) == 6 and {(s.model, s.init) for s in dec} == {
+        ("deit_small_patch16_224", "deit_small_patch16_224-cd65a155.pth"),
+        ("deit_base_patch16_224", "deit_base_patch16_224-b5f2ef4d.pth")}
+    vm = pt.run_specs(load_recipe("varmedad_deit_s_imagenet100"))
+    assert {s.reducer for s in vm} == {"fuse_softmax"} and len(vm) == 4 * 3      # 4 temperatures x 3 seeds
+    assert len({s.spec_hash() for s in vm}) == len(vm)
+
+
+def test_keep_rate_schedule_follows_the_recipe():
+    ft = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
+    assert pt._keep_rate(ft, 0.0) == pytest.approx(0.7)                 # fine-tuning: the target from iteration 0
+    sc = pt.run_specs(load_recipe("evit_deit_s_scratch"))[0]
+    assert pt._keep_rate(sc, 5.0) == 1.0                                # from scratch: 1 until epoch 10
+    assert 0.7 < pt._keep_rate(sc, 60.0) < 1.0 and pt._keep_rate(sc, 110.0) == pytest.approx(0.7)
+
+
+def test_gpu_hours_say_where_the_speed_comes_from():
+    g = pt.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0])
+    assert g.images == 30 * 1_281_167 and "EViT README" in g.source and "not measured" in g.source
+    assert g.hours == pytest.approx(g.images / (4385 / 3) / 3600)
+    m = pt.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0], measured_img_per_s=2000, measured_on="H200")
+    assert "measured" in m.source and m.hours == pytest.approx(g.images / 2000 / 3600)
+
+
+@pytest.mark.slow
+def test_train_run_trains_resumes_and_refuses_another_run(imagenet, tmp_path):
+    root, init = imagenet
+    spec = _spec()
+    s1 = pt.train_run(spec, tmp_path, root, init, LIMITS, device="cpu", progress=False)
+    assert len(s1["history"]) == 1 and s1["history"][0]["images"] == 4 and s1["resumed_from"] is None
+    h = s1["history"][0]
+    assert h["keep_rate"] == pytest.approx(0.7) and 0 <= h["top1"] <= 100 and "top1_ema" in h
+    assert s1["lr"] == pytest.approx(2e-5 * 2 / 512)                    # linear scaling at the batch that ran
+    # a second epoch continues from the checkpoint instead of starting again
+    s2 = pt.train_run(spec, tmp_path, root, init, pt.Limits(2, 2, 2, 4, 0), device="cpu", progress=False)
+    assert s2["resumed_from"] == 0 and [r["epoch"] for r in s2["history"]] == [0, 1]
+    assert s2["history"][0] == h
+    assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(ValueError, match="checkpoint of run"):
+        pt.train_run(_spec(keep_rate=0.5, base_lr=1e-4), tmp_path, root, init, LIMITS, device="cpu", progress=False)
+
+
+def test_missing_init_names_the_flag(imagenet, tmp_path):
+    root, _ = imagenet
+    with pytest.raises(FileNotFoundError, match="--init-dir"):
+        pt.build_model(_spec(), 4, tmp_path)
+
+
+@pytest.mark.slow
+def test_torchrun_two_processes_gloo(imagenet, tmp_path):
+    """``torchrun --nproc_per_node 2`` on the CPU (gloo): both ranks train, rank 0 writes the summary, the global
+    batch is both processes' images."""
+    root, init = imagenet
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "tokenprune",
+           "paper-train", "--recipe", "evit_deit_s_finetune", "--data-root", str(root), "--init-dir", str(init),
+           "--out", str(tmp_path), "--device", "cpu", "--batch-per-process", "2", "--steps-per-epoch", "2",
+           "--epochs", "1", "--eval-images", "4", "--workers", "0"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=280)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "A100-hours" in r.stdout
+    (summary,) = list(tmp_path.glob("*/summary.json"))
+    s = json.loads(summary.read_text())
+    assert s["world_size"] == 2 and s["global_batch"] == 4 and s["history"][0]["images"] == 8
