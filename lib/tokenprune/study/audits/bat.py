@@ -43,6 +43,7 @@ import seaborn as sns
 import timm
 import torch
 
+from tokenprune.data.datasets import class_balanced_indices
 from tokenprune.study.audits import calibration
 from tokenprune.core.patch import patch, prune_state
 from tokenprune.measure import evaluation, kept_tokens, metrics
@@ -668,8 +669,8 @@ def load_proxy(cfg: Any) -> SimpleNamespace:
         base.tp_preprocess = Preprocess.from_recipe(recipe)
         info = {"name": DEIT_S, "weights": str(cfg.deit_weights)}
         test_split = models.load_recipe_data(recipe, data_root=cfg.imagenet_root)["test"]
-        idx = np.sort(np.random.default_rng(cfg.seed).choice(len(test_split), size=min(cfg.n_eval, len(test_split)),
-                                                             replace=False))
+        # class-balanced (issue 15, item 4): every class as equally represented as the size allows
+        idx = class_balanced_indices(test_split["label"], min(cfg.n_eval, len(test_split)), cfg.seed)
         full_data = test_split.select(idx.tolist())
         max_scale = f"the {len(idx)} ImageNet validation images this notebook uses"
     else:

@@ -548,10 +548,13 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
                                  resize="bilinear", crop_ratio=0.875)
     dev_in = "cuda" if torch.cuda.is_available() else "cpu"
 
+    val = in1k["test"]
+    if 0 < cfg.paper_eval_images < len(val):   # class-balanced (issue 15, item 4)
+        val = val.select(data.class_balanced_indices(val["label"], cfg.paper_eval_images, seed).tolist())
+
     def imagenet_predictions(model):
-        logits, labels = tp_train.evaluate(model, in1k["test"], batch=cfg.batch, dtype="bf16", device=dev_in,
-                                           preprocess=in_pre, subset=cfg.paper_eval_images or None, seed=seed,
-                                           progress=False)
+        logits, labels = tp_train.evaluate(model, val, batch=cfg.batch, dtype="bf16", device=dev_in,
+                                           preprocess=in_pre, progress=False)
         return evaluation.Predictions(logits, labels)
 
     def load(weights: str, keep: float):
