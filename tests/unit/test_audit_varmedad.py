@@ -240,9 +240,7 @@ def test_added_claim_functions_file_their_claims():
     got = {c["id"]: c["decision"].verdict for c in rep.claims}
     assert got["varmedad.variance_vs_medad"] == "reproduced"                # variance 15 points above MedAD
     assert got["varmedad.medad_r03.offtheshelf"] == "not reproduced"        # MedAD r=0.3 15 points below
-    assert got["varmedad.medad_r03.finetuned"] == "not testable here"
-    ft = next(c for c in rep.claims if c["id"] == "varmedad.medad_r03.finetuned")
-    assert "one-epoch fine-tunes" in ft["decision"].why and "planning sd" in ft["design"]["sd_source"]
+    assert "varmedad.medad_r03.finetuned" not in got                       # filed with the fine-tuned margins
     # every comparison files its design, with the effect in dispute from paper_numbers
     by_id = {c["id"]: c for c in rep.claims}
     assert by_id["varmedad.variance_vs_medad"]["design"]["effect_in_dispute"] == pytest.approx(0.08)
@@ -355,7 +353,7 @@ def _margin_inputs(moved: bool, gains=(72, 80, 88), seeds=(0, 1, 2)):
         ft[("evit", s)], ft[("variance", s)] = _preds(ev, n), _preds(va, n)
     ots_preds = {"variance": _preds(ots, n), "evit": _preds(ots, n)}
     cfg = SimpleNamespace(finetune_configs=["variance", "evit"], finetune_steps=2000, finetune_batch=32,
-                          seeds=list(seeds), seed=0, base_model="m", profile="default")
+                          finetune_lr=3e-4, seeds=list(seeds), seed=0, base_model="m", profile="default")
     return ft, ots_preds, cfg
 
 
@@ -378,12 +376,29 @@ def test_margin_claim_verdicts(moved, gains, seeds, want, why):
         assert c["design"] is None
 
 
-def test_margin_claim_too_short_runs_stay_inconclusive():
-    ft, ots, cfg = _margin_inputs(True)
-    cfg.finetune_steps = 8                                      # 256 images of 60000: far below one epoch
+def test_margin_claim_medad_r03_rule_and_unrun_configs():
+    """'MedAD r = 0.3 stays within 3 points of the unpruned model' by the same seed-level claim: 2 points below
+    the unpruned fine-tune at every seed is within the margin; a profile that fine-tunes neither is not testable."""
+    n = 4000
+    ots = np.arange(n) < 2000
+    ft = {}
+    for s, k in zip((0, 1, 2), (76, 80, 84)):                   # -1.9/-2.0/-2.1 points
+        un = ots.copy()
+        un[2000:2400] = True                                    # the fine-tunes moved it: +10 points
+        md = un.copy()
+        md[:k] = False
+        ft[("unpruned", s)], ft[("medad_r03", s)] = _preds(un, n), _preds(md, n)
+    cfg = SimpleNamespace(finetune_configs=["medad_r03", "unpruned"], finetune_steps=128, finetune_batch=128,
+                          finetune_lr=3e-4, seeds=[0, 1, 2], seed=0, base_model="m", profile="default")
     rep = _Rep()
-    audit.margin_claim(rep, ft, 60000, 4000, cfg, "c", "variance", "evit", 0.22, "s", "src", ots_preds=ots)
-    assert rep.claims[0]["decision"].verdict == "inconclusive" and "epoch" in rep.claims[0]["decision"].why
+    audit.margin_claim(rep, ft, 60000, n, cfg, "c", "medad_r03", "unpruned", -3.0, "s", "src",
+                       ots_preds={"medad_r03": _preds(ots, n)}, rule=audit.MEDAD_R03_RULE)
+    c = rep.claims[0]
+    assert c["decision"].verdict == "reproduced" and c["our_value"] == pytest.approx(-2.0)
+    assert c["design"]["effect_in_dispute"] == pytest.approx(3.0) and "16384 images" in c["why"]
+    cfg.finetune_configs = ["variance"]
+    audit.margin_claim(rep, ft, 60000, n, cfg, "d", "medad_r03", "unpruned", -3.0, "s", "src", ots_preds={})
+    assert rep.claims[1]["decision"].verdict == "not testable here"
 
 
 def _zero_mean_noise(base, k):
@@ -440,3 +455,57 @@ def test_matched_offtheshelf_gate_binds_on_the_open_part():
     preds["tome"] = preds["evit"]
     audit.matched_offtheshelf(rep, preds, sweep, SimpleNamespace(rel_error=0.0), cfg, n_max=2000)
     assert rep.claims[1]["decision"].verdict == "reproduced"
+
+
+# ---------------------------------------------------------------------------------------------- cached fine-tunes
+def _tiny_subjects():
+    """A 12-block, 16-wide timm ViT on 28 px and a 256/32-image split in the layout finetune_all reads."""
+    import datasets
+    from timm.models.vision_transformer import VisionTransformer
+
+    from tokenprune.training.loop import Preprocess, TrainRecipe
+
+    rng = np.random.default_rng(0)
+
+    def split(n):
+        return datasets.Dataset.from_dict({"image": rng.integers(0, 255, (n, 28, 28), dtype=np.uint8).tolist(),
+                                           "label": rng.integers(0, 3, n).tolist()},
+                                          features=datasets.Features({"image": datasets.Array2D((28, 28), "uint8"),
+                                                                      "label": datasets.Value("int64")}))
+    rec = TrainRecipe(name="tiny", arch={"builder": "timm_vit"}, img_size=28, epochs=1.0, batch_size=16)
+    base = VisionTransformer(img_size=28, patch_size=7, in_chans=1, num_classes=3, embed_dim=16, depth=12,
+                             num_heads=2).eval()
+    base.tp_preprocess = Preprocess.from_recipe(rec)
+    return SimpleNamespace(base=base, ft_start=base, base_recipe=rec, base_ds={"train": split(256), "test": split(32)},
+                           x_eval=None, y_eval=None)
+
+
+def test_finetune_all_at_default_loads_its_cached_outputs_and_refuses_missing_ones(tmp_path, monkeypatch):
+    from tokenprune.study.params import setup
+    from tokenprune.training import base_models
+
+    monkeypatch.setattr(audit, "_ft_cache", lambda profile: tmp_path if profile == "default" else None)
+    s = _tiny_subjects()
+    small = {"finetune_steps": 2, "finetune_batch": 16, "dtype": "fp32"}
+    for k, v in small.items():                                              # the cached settings, on a tiny model
+        monkeypatch.setitem(audit.PROFILES["default"], k, v)
+    cfg = setup("03_variance_medad", "default", {"finetune_configs": ["variance", "unpruned"], "seeds": [0]})
+    _, var_cfg, tome = audit.sweep_configs(s.base, 0.5, [0.6])
+    rows, preds, refs, infos = audit._finetune_runs(s, var_cfg, tome, cfg, "cpu", build=True)
+    assert [i["loaded"] for i in infos] == [False, False, False]            # variance's reference, variance, unpruned
+    assert set(refs) == {"variance"} and set(preds) == {("variance", 0), ("unpruned", 0)}
+    assert all(len(p.labels) == 32 for p in preds.values())                 # the full test split
+    ft, preds2, refs2, n = audit.finetune_all(s, var_cfg, tome, cfg, "cpu")
+    assert ft.loaded.all() and n == 256
+    assert torch.equal(preds2[("variance", 0)].logits, preds[("variance", 0)].logits)
+    assert all(len(i["weights_sha256"]) == 64 for i in infos)
+    for f in tmp_path.glob("vm_ft_unpruned_s0-*.npz"):
+        f.unlink()
+    with pytest.raises(base_models.CheckpointMissingError, match="make models"):
+        audit.finetune_all(s, var_cfg, tome, cfg, "cpu")
+    # another setting is trained in the notebook and not kept
+    other = setup("03_variance_medad", "default", {"finetune_configs": ["unpruned"], "seeds": [0],
+                                                    "finetune_steps": 1})
+    before = sorted(tmp_path.iterdir())
+    ft3, _, _, _ = audit.finetune_all(s, var_cfg, tome, other, "cpu")
+    assert not ft3.loaded.any() and sorted(tmp_path.iterdir()) == before

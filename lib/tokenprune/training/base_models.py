@@ -890,6 +890,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if is_main_process():
         for info in infos:
             print(_summary_line(info), flush=True)
+    if args.only is None and is_main_process():
+        # the runs cached as their outputs (tokenprune.training.run_outputs), after the models they start from
+        from tokenprune.training.run_outputs import build_registered
+
+        build_registered(args.profile, progress=not args.no_progress, force=args.force)
     return 0
 
 

@@ -12,7 +12,7 @@ import copy
 import math
 import os
 from types import SimpleNamespace
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -51,7 +51,8 @@ __all__ = ["PARAMETERS", "PROFILES", "R_MAIN", "LOCS", "start", "paper_table", "
            "overlap_small", "finetune_all", "seed_summary_table", "margin_claims", "top1_claims", "ledger_table",
            "cluster_bootstrap_ci", "temperature_distance", "medad_axis", "variance_vs_medad", "medad_r03_claims",
            "background_share", "overlap_strides", "EFFECTS", "image_design", "seed_design", "cluster_design",
-           "binding_gate", "moved_premise"]
+           "binding_gate", "moved_premise", "ft_config", "ft_runs", "ots_recipe", "ft_eval_images",
+           "build_cached_finetunes", "ft_setting", "FT_PREFIX"]
 
 #: every setting of the notebook, with its meaning
 PARAMETERS = {
@@ -93,13 +94,16 @@ PROFILES = {
               "n_birds": 32},
     # default: the calibrated proxy of notebook 00 (16 tokens, 6 heads); 1000 of its 10,000 test images, as the sweep
     # runs 35 configurations (the full split would take over 10 min more on a 2-core CPU); every design's MDE is
-    # also stated at the full split, so an undecided claim says whether the full split would decide it
+    # also stated at the full split, so an undecided claim says whether the full split would decide it. Its
+    # fine-tunes (16,384 images each, the last block, final norm and head of ViT-S/14, as the cached fine-tunes of
+    # 01; 5 seeds; 45 s each here) are cached as their outputs on the full test split by `make models`
+    # (build_cached_finetunes), and the notebook loads them
     "default": {"base_model": calibration.PROXY, "s14_model": "vit_s14_fmnist_linear", "n_eval": 1000,
-                "n_rank": 256, "photo_size": 224, "photo_variants": 3, "n_figure_photos": 3, "finetune_steps": 8,
-                "finetune_batch": 32, "finetune_lr": 5e-5, "seeds": [0, 1, 2], "temperature": 0.5, "bench_batch": 4,
-                "bench_rounds": 4, "bench_warmup": 1, "measure_macs": True, "dtype": "bf16", "eval_batch": 250,
-                "threads": 1, "falsify_keep_rates": [0.6, 0.4],
-                "finetune_configs": ["variance", "evit", "tome", "unpruned", "overlap_variance"],
+                "n_rank": 256, "photo_size": 224, "photo_variants": 3, "n_figure_photos": 3, "finetune_steps": 128,
+                "finetune_batch": 128, "finetune_lr": 3e-4, "seeds": [0, 1, 2, 3, 4], "temperature": 0.5,
+                "bench_batch": 4, "bench_rounds": 4, "bench_warmup": 1, "measure_macs": True, "dtype": "bf16",
+                "eval_batch": 250, "threads": 1, "falsify_keep_rates": [0.6, 0.4],
+                "finetune_configs": ["variance", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"],
                 "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts",
                 "n_birds": 600},
     "paper": {"base_model": "deit_s_imagenet100", "s14_model": "", "n_eval": 5000, "n_rank": 512,
@@ -107,13 +111,13 @@ PROFILES = {
               "finetune_batch": 256, "finetune_lr": 5e-5, "seeds": [0, 1, 2], "temperature": 0.5, "bench_batch": 64,
               "bench_rounds": 10, "bench_warmup": 3, "measure_macs": True, "dtype": "bf16", "eval_batch": 256,
               "threads": 0, "falsify_keep_rates": [0.6, 0.4],
-              "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance"],
+              "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"],
               "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts",
               "n_birds": 2400},
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
     "ranges": {"n_eval": (1, None), "n_rank": (1, None), "photo_size": (1, None), "photo_variants": (1, None), "n_figure_photos": (0, None), "finetune_steps": (0, None), "finetune_batch": (1, None), "finetune_lr": (0.0, None), "temperature": (1e-06, None), "bench_batch": (1, None), "bench_rounds": (1, None), "bench_warmup": (0, None), "eval_batch": (1, None), "threads": (0, None), "seeds": (0, None), "falsify_keep_rates": (0.001, 1.0), "seed": (0, None), "n_birds": (1, None)},
     "choices": {"dtype": ["fp32", "bf16"],
-                "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance"]},
+                "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"]},
 }
 
 R_MAIN = VM["matched"]["keep_rate"]          # 0.6: the paper's matched-compute point
@@ -127,7 +131,6 @@ JAC_RATES = [0.9, 0.7, 0.6, 0.5, 0.3]
 EQUIV_MARGIN = 0.002
 TV_MIN = 0.1          # a tested T can change the fused token only if its Eq. 8 weights move >= 0.1 in total variation
 JAC_SAME = 0.75       # kept sets sharing less than this Jaccard are different selections (chance at r = 0.6: ~0.43)
-MIN_FT_EPOCHS = 1.0   # a fine-tuned margin is judged only when each run saw at least one epoch of the training split
 MIN_SEEDS = 3
 OVERLAP_STRIDES = (16, 14, 12, 10, 8)   # 16: no overlap; 12: the paper's
 OVERLAP_TOKENS = 18 * 18   # floor((224 - 16) / 12) + 1 = 18 per side: our derivation (the paper prints no count)
@@ -153,6 +156,8 @@ SAVING_RULE = verdicts.Condition(f"analytic MACs, DeiT-S 224 px: reproduced when
 MARGIN_RULE = verdicts.Direction(">", unit="top-1 points")
 VS_MEDAD_RULE = verdicts.Direction(">", test=True, unit="top-1 points")
 MEDAD_R03_RULE = verdicts.Direction(">", threshold=-VM["medad_r03"]["max_drop"], test=False, unit="top-1 points")
+MEDAD_R03_STATEMENT = (f"MedAD is stable at aggressive keep rates: within {VM['medad_r03']['max_drop']:g} % top-1 of "
+                       f"the unpruned model at r = {VM['medad_r03']['keep_rate']}")
 BACKGROUND_RULE = verdicts.Direction("<", unit="points of background share")
 R07_MACS_RULE = verdicts.AtLeast(VM["r07"]["speedup"], 1.0, "MAC ratio unpruned / variance r=0.7")
 R07_SPEED_RULE = verdicts.Criteria(
@@ -448,7 +453,7 @@ def load_paper_subject(cfg: SimpleNamespace, device: str):
     base = base.cpu().eval()
     set_eager_attention(base, False)
     from PIL import Image
-    idx = np.random.default_rng(cfg.seed).choice(len(ds["test"]), size=min(cfg.n_eval, len(ds["test"])), replace=False)
+    idx = data.class_balanced_indices(ds["test"]["label"], min(cfg.n_eval, len(ds["test"])), cfg.seed)
     xs, ys = [], []
     for i in sorted(idx.tolist()):
         row = ds["test"][int(i)]
@@ -1093,9 +1098,8 @@ def variance_vs_medad(rep, preds: dict, cfg: SimpleNamespace, n_max: Optional[in
 
 
 def medad_r03_claims(rep, preds: dict, cfg: SimpleNamespace, n_max: Optional[int] = None) -> pd.DataFrame:
-    """'MedAD stays within 3 % at r = 0.3': the fine-tuned claim (not testable here: no fine-tune of MedAD at r = 0.3
-    that moves the model is run or cached; the off-the-shelf design stands as its planning design) and, on the
-    trained proxy without fine-tuning, whether MedAD at r = 0.3 stays within 3 top-1 points of the unpruned model
+    """'MedAD stays within 3 % at r = 0.3' on the trained proxy without fine-tuning (the fine-tuned claim is one of
+    :func:`margin_claims`): whether MedAD at r = 0.3 stays within 3 top-1 points of the unpruned model
     (:data:`MEDAD_R03_RULE`, gated on its paired design with the 3-point margin as the effect in dispute; ``n_max``:
     the full test split), variance beside it."""
     m = VM["medad_r03"]
@@ -1105,21 +1109,7 @@ def medad_r03_claims(rep, preds: dict, cfg: SimpleNamespace, n_max: Optional[int
     c = df.iloc[0]
     eff = EFFECTS["medad_r03"]
     det = verdicts.Detectable(eff, image_design(preds["medad_r03"], preds["unpruned"], n_max))
-    plan = verdicts.Detectable(eff, image_design(
-        preds["medad_r03"], preds["unpruned"], n_max,
-        sd_source=f"planning sd: the {len(preds['unpruned'].labels)} per-image differences MedAD r = 0.3 - unpruned "
-                  f"of the off-the-shelf run (no fine-tune of MedAD runs here; seed spread would add to it)"))
-    stmt = f"MedAD is stable at aggressive keep rates: within {m['max_drop']:g} % top-1 of the unpruned model at r = {m['keep_rate']}"
-    rep.add_claim(id="varmedad.medad_r03.finetuned", paper="varmedad", statement=stmt + " (DeiT-S fine-tuned on ImageNet-100)",
-                  source=m["source"], paper_value=-m["max_drop"], unit="top-1 points, MedAD r=0.3 - unpruned",
-                  design=plan.record(),
-                  decision=verdicts.not_testable(
-                      "needs fine-tunes that move the model, with MedAD pruning at r = 0.3 and without pruning: the "
-                      "paper's (DeiT-S on ImageNet-100, profile paper) or, on the calibrated proxy, one-epoch fine-tunes "
-                      f"of {cfg.base_model} (MedAD r = 0.3 and unpruned, >= 3 seeds; neither is cached, and the "
-                      "notebook's short runs do not move the model); then the seed interval of the top-1 difference "
-                      f"must lie above -{eff:g} points; the review does not quote the table behind the claim; planning "
-                      + _design_note(plan), rule=MEDAD_R03_RULE.text))
+    stmt = MEDAD_R03_STATEMENT
     rep.add_claim(id="varmedad.medad_r03.offtheshelf", paper="varmedad",
                   statement=stmt + f" — on the trained {cfg.base_model} without fine-tuning (paired on the same images)",
                   source=m["source"], paper_value=-m["max_drop"], our_value=round(c.top1_diff * 100, 2),
@@ -1385,19 +1375,14 @@ def overlap_throughput(rep, deit_models: dict, cfg: SimpleNamespace, device: str
     return speed
 
 
-def overlap_small(base, variance_cfg: PruneConfig, x_eval, y_eval, unpruned_preds, cfg: SimpleNamespace,
-                  preds_out: Optional[dict] = None) -> pd.DataFrame:
+def overlap_small(base, variance_cfg: PruneConfig, x_eval, y_eval, unpruned_preds, cfg: SimpleNamespace) -> pd.DataFrame:
     """The overlapping embedding (stride 3/4 of the patch, position embedding resampled) on the trained small ViT
-    without fine-tuning, unpruned and with variance pruning, paired against the unpruned base. ``preds_out``
-    receives the off-the-shelf predictions of the overlap + variance model as ``overlap_variance`` (the reference
-    of 'the fine-tuning moved the model')."""
+    without fine-tuning, unpruned and with variance pruning, paired against the unpruned base."""
     ov_base = overlap_patch_embed(copy.deepcopy(evaluation.UNPRUNED.apply(base)))
     rows = []
     for label, c in (("overlap, unpruned", None), ("overlap + variance r=0.6", variance_cfg)):
         (c or evaluation.UNPRUNED).apply(ov_base)
         p_ = predict(ov_base, x_eval, y_eval, batch=cfg.eval_batch, dtype=cfg.dtype)
-        if c is not None and preds_out is not None:
-            preds_out["overlap_variance"] = p_
         ci = metrics.bootstrap_ci(p_.correct.astype(float), seed=cfg.seed)
         d_ = paired_comparison(p_, unpruned_preds, seed=cfg.seed)
         rows.append({"config": label, "stride": overlap_info(ov_base)["stride"][0],
@@ -1408,43 +1393,215 @@ def overlap_small(base, variance_cfg: PruneConfig, x_eval, y_eval, unpruned_pred
 
 
 # ---------------------------------------------------------------------------------------------- fine-tuning
+#: name prefix of every fine-tuning run of this notebook (its cached outputs: ``vm_ft_<config>_s<seed>``, and the
+#: off-the-shelf reference of each pruned configuration: ``vm_ots_<config>``)
+FT_PREFIX = "vm"
+
+
+def ft_config(name: str, variance_cfg: PruneConfig, tome_match, T: float) -> Optional[PruneConfig]:
+    """The configuration the fine-tuning run ``name`` (a ``finetune_configs`` choice) prunes with (None: unpruned;
+    ``overlap_variance`` prunes as ``variance`` on the overlapping patch embedding)."""
+    if name == "unpruned":
+        return None
+    if name in ("variance", "overlap_variance"):
+        return variance_cfg
+    return {"medad": fs("attention_medad", T, name="medad"), "evit": evit_cfg(), "tome": tome_match.config,
+            "medad_r03": fs("attention_medad", T, r=VM["medad_r03"]["keep_rate"], name="medad_r03")}[name]
+
+
 def ft_model(name: str, ft_start, variance_cfg: PruneConfig, tome_match, T: float):
-    """A fresh copy of the fine-tuning start and the configuration ``name`` fine-tunes with (None: unpruned)."""
+    """A fresh copy of the fine-tuning start (with the overlapping patch embedding for ``overlap_variance``) and the
+    configuration ``name`` fine-tunes with (:func:`ft_config`)."""
     evaluation.UNPRUNED.apply(ft_start)
     m = copy.deepcopy(ft_start)
-    if name == "unpruned":
-        return m, None
     if name == "overlap_variance":
         overlap_patch_embed(m)
-        return m, variance_cfg
-    return m, {"variance": variance_cfg, "medad": fs("attention_medad", T, name="medad"), "evit": evit_cfg(),
-               "tome": tome_match.config}[name]
+    return m, ft_config(name, variance_cfg, tome_match, T)
+
+
+def ft_runs(cfg: SimpleNamespace, base_recipe: train.TrainRecipe, n_train_rows: int, variance_cfg: PruneConfig,
+            tome_match) -> list[tuple[str, int, train.TrainRecipe]]:
+    """``(config, seed, recipe)`` of every fine-tuning run of the profile, in the notebook's order (seed, then
+    configuration). The recipe is :func:`ft_recipe` with the configuration it prunes with recorded in ``extra``, so
+    that two configurations never share a recipe hash (the overlapping embedding is not in ``prune``)."""
+    out = []
+    for s in cfg.seeds:
+        for name in cfg.finetune_configs:
+            c = ft_config(name, variance_cfg, tome_match, float(cfg.temperature))
+            rec = ft_recipe(base_recipe, n_train_rows, f"{FT_PREFIX}_ft_{name}_s{s}", s, cfg, c)
+            out.append((name, s, rec.replace(extra={**base_recipe.extra, "finetune_config": name,
+                                                    "prune_config": repr(c)})))
+    return out
+
+
+def ots_recipe(run: train.TrainRecipe, name: str) -> train.TrainRecipe:
+    """The record of the off-the-shelf reference of configuration ``name``: the start of its fine-tuning runs,
+    evaluated before any step (the recipe is that of ``run``, seed 0's, marked untrained)."""
+    return run.replace(name=f"{FT_PREFIX}_ots_{name}", seed=0,
+                       extra={**run.extra, "trained": False, "what": "the start of the fine-tune, not trained"})
+
+
+def ft_eval_images(subjects: SimpleNamespace, cfg: SimpleNamespace):
+    """The images every fine-tuned run and its off-the-shelf reference are measured on: at ``default`` the base
+    model's full test split (issue 14, item 3; what the cached outputs hold), else the notebook's evaluation images.
+    Returns ``(images, labels)`` with ``images`` a function (the full split is preprocessed only when a run has to
+    be computed)."""
+    if cfg.profile != "default":
+        return (lambda: subjects.x_eval), subjects.y_eval
+    x_u8, y = train.as_tensors(subjects.base_ds["test"])
+    return (lambda: subjects.base.tp_preprocess(x_u8)), y
+
+
+def _logits_arrays(p: Predictions) -> dict:
+    """The per-image outputs a cached run stores: logits in float16 when that keeps every argmax, else float32."""
+    half = p.logits.half()
+    keep = bool((half.float().argmax(-1) == p.logits.argmax(-1)).all())
+    return {"logits": (half if keep else p.logits).numpy(), "labels": p.labels.numpy().astype(np.int16)}
+
+
+def _as_predictions(arrays: dict, labels: torch.Tensor, what: str) -> Predictions:
+    stored = torch.from_numpy(arrays["labels"].astype(np.int64))
+    if len(stored) != len(labels) or not bool((stored == labels).all()):
+        raise ValueError(f"{what}: the cached outputs are for other images than the test split here "
+                         f"({len(stored)} vs {len(labels)} labels); rebuild with `python -m tokenprune models --force`")
+    return Predictions(torch.from_numpy(arrays["logits"].astype(np.float32)), labels)
+
+
+def _ft_cache(profile: str):
+    """Where this profile's fine-tuning outputs are cached: ``default`` only (committed, beside the checkpoints; the
+    smoke runs take seconds, and ``paper`` runs are not cached here)."""
+    return models.checkpoint_dir(profile) if profile == "default" else None
+
+
+def _run_outputs(run: "_Run", cache, force: bool = False):
+    from tokenprune.training import run_outputs
+
+    if cache is None:
+        arrays, info = run()
+        return arrays, {**info, "loaded": False}
+    return run_outputs.ensure_outputs(run.recipe, run, cache, force=force)
+
+
+class _Run:
+    """One fine-tuning run (or, untrained, its off-the-shelf reference) as a callable for the output cache."""
+
+    def __init__(self, recipe: train.TrainRecipe, name: str, seed: int, ft_start, variance_cfg, tome_match,
+                 cfg: SimpleNamespace, train_source, images, labels, device: str, trained: bool = True):
+        self.recipe, self.name, self.seed, self.trained = recipe, name, seed, trained
+        self._args = (ft_start, variance_cfg, tome_match, cfg, train_source, images, labels, device)
+
+    def __call__(self) -> tuple[dict, dict]:
+        from tokenprune.training.run_outputs import weights_sha256
+
+        ft_start, variance_cfg, tome_match, cfg, train_source, images, labels, device = self._args
+        m, c = ft_model(self.name, ft_start, variance_cfg, tome_match, float(cfg.temperature))
+        train_s = 0.0
+        if self.trained:
+            res = finetune(m, self.recipe, train_source(), c, device=device, seed=self.seed, progress=False)
+            train_s = res.train_time_s
+        elif c is not None:
+            c.apply(m, seed=self.seed)
+        m = m.cpu().eval()
+        set_eager_attention(m, False)
+        p = predict(m, images(), labels, batch=cfg.eval_batch, dtype=cfg.dtype)
+        ci = metrics.bootstrap_ci(p.correct.astype(float), seed=0)
+        return _logits_arrays(p), {
+            "weights_sha256": weights_sha256(m, self.recipe.trainable), "weights_hashed": self.recipe.trainable or "all",
+            "train_time_s": round(train_s, 1), "gmacs": flops.analytic_macs(m).total / 1e9,
+            "test": {"n": int(len(labels)), "accuracy": ci.estimate, "ci95": ci.ci, "eval_dtype": cfg.dtype,
+                     "images": "the base model's test split" if cfg.profile != "paper" else "the notebook's images"}}
 
 
 def finetune_all(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_match, cfg: SimpleNamespace,
-                 device: str) -> tuple[pd.DataFrame, dict, int]:
-    """Fine-tune every configuration of ``finetune_configs`` for every seed with the one recipe (patched at its
-    own keep rate before training), then evaluate on the same test images. Returns (per-seed table,
-    predictions by (config, seed), rows of the training split)."""
-    train_source = subjects.base_ds["train"] if cfg.profile == "paper" else train.as_tensors(subjects.base_ds["train"])
+                 device: str) -> tuple[pd.DataFrame, dict, dict, int]:
+    """Every run of :func:`ft_runs` and the off-the-shelf reference of each pruned configuration, measured on
+    :func:`ft_eval_images`. At ``default`` the runs of the profile's settings are cached as their outputs
+    (:mod:`tokenprune.training.run_outputs`, built by ``make models``; a missing one raises, naming it); runs of
+    other settings and profiles are trained here and not kept.
+    Returns (per-seed table, fine-tuned predictions by (config, seed), off-the-shelf predictions by config, rows of
+    the training split)."""
+    rows, preds, refs, _ = _finetune_runs(subjects, variance_cfg, tome_match, cfg, device)
+    return pd.DataFrame(rows), preds, refs, len(subjects.base_ds["train"])
+
+
+def _finetune_runs(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_match, cfg: SimpleNamespace,
+                   device: str, build: bool = False, force: bool = False) -> tuple[list, dict, dict, list]:
+    """:func:`finetune_all`'s runs (``build``: train the missing cached ones instead of refusing; ``force``:
+    retrain them); returns (rows, predictions, references, sidecars)."""
     n_train_rows = len(subjects.base_ds["train"])
-    preds, rows = {}, []
+    preds, refs, rows, infos = {}, {}, [], []
     if cfg.finetune_steps <= 0:
-        return pd.DataFrame(rows), preds, n_train_rows
-    for s in cfg.seeds:
-        for name in cfg.finetune_configs:
-            m, c = ft_model(name, subjects.ft_start, variance_cfg, tome_match, float(cfg.temperature))
-            rec = ft_recipe(subjects.base_recipe, n_train_rows, f"ft_{name}_s{s}", s, cfg, c)
-            finetune(m, rec, train_source, c, device=device, seed=s, progress=False)
-            m = m.cpu().eval()
-            set_eager_attention(m, False)
-            macs = flops.analytic_macs(m).total
-            p = predict(m, subjects.x_eval, subjects.y_eval, batch=cfg.eval_batch, dtype=cfg.dtype)
-            preds[(name, s)] = p
-            ci = metrics.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
-            rows.append({"config": name, "seed": s, "gmacs": macs / 1e9, "top1": ci.estimate, "top1_low": ci.low,
-                         "top1_high": ci.high})
-    return pd.DataFrame(rows), preds, n_train_rows
+        return rows, preds, refs, infos
+    images, labels = ft_eval_images(subjects, cfg)
+    cache = _ft_cache(cfg.profile)
+    if cache is not None and cfg.profile == "default" and not build and not _default_settings(cfg):
+        cache = None   # another recipe than the cached ones: trained here, not kept beside the committed outputs
+    lazy = {}
+
+    def source():
+        if "train" not in lazy:
+            lazy["train"] = (subjects.base_ds["train"] if cfg.profile == "paper"
+                             else train.as_tensors(subjects.base_ds["train"]))
+        return lazy["train"]
+
+    def one(rec, name, s, trained):
+        from tokenprune.training import run_outputs
+
+        if cache is not None and cfg.profile == "default" and not build and not run_outputs.has_outputs(rec, cache):
+            raise models.CheckpointMissingError(
+                f"fine-tune {rec.name!r}: no cached outputs in {cache}; build them with `python -m tokenprune models` "
+                f"(`make models`)")
+        run = _Run(rec, name, s, subjects.ft_start, variance_cfg, tome_match, cfg, source, images, labels, device,
+                   trained=trained)
+        arrays, info = _run_outputs(run, cache, force=force)
+        return _as_predictions(arrays, labels, rec.name), info
+
+    runs = ft_runs(cfg, subjects.base_recipe, n_train_rows, variance_cfg, tome_match)
+    for name, s, rec in runs:
+        if name != "unpruned" and name not in refs:
+            refs[name], info = one(ots_recipe(rec, name), name, 0, trained=False)
+            infos.append(info)
+        p, info = one(rec, name, s, trained=True)
+        infos.append(info)
+        preds[(name, s)] = p
+        ci = metrics.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
+        rows.append({"config": name, "seed": s, "gmacs": info["gmacs"], "top1": ci.estimate, "top1_low": ci.low,
+                     "top1_high": ci.high, "loaded": bool(info.get("loaded")), "train_time_s": info["train_time_s"],
+                     "recipe_hash": rec.recipe_hash()})
+    return rows, preds, refs, infos
+
+
+def _default_settings(cfg: SimpleNamespace) -> bool:
+    """Whether ``cfg``'s fine-tuning settings are the ``default`` profile's (whose runs are cached)."""
+    d = PROFILES["default"]
+    keys = ("base_model", "finetune_steps", "finetune_batch", "finetune_lr", "temperature", "dtype", "eval_batch")
+    return all(getattr(cfg, k) == d[k] for k in keys) and set(cfg.finetune_configs) <= set(d["finetune_configs"]) \
+        and set(cfg.seeds) <= set(d["seeds"])
+
+
+def build_cached_finetunes(profile: str = "default", progress: bool = True, force: bool = False) -> list[dict]:
+    """``make models``: the default profile's fine-tuning runs (:func:`ft_runs`) and their off-the-shelf references,
+    trained and measured on the full test split, cached as their outputs (other profiles: nothing, they train in
+    the notebook). Returns the sidecars."""
+    from tokenprune.study import params
+
+    if profile != "default":
+        return []
+    cfg = params.setup("03_variance_medad", profile, {"threads": 0})   # training alone: torch's thread count
+    start(cfg)
+    s = SimpleNamespace()
+    s.base, info = models.load_base_model(cfg.base_model, progress=False)
+    s.base_recipe = train.TrainRecipe.from_dict(info["recipe"])
+    s.base_ds = models.load_recipe_data(s.base_recipe)
+    s.ft_start = s.base
+    _, variance_cfg, tome_match = sweep_configs(s.base, float(cfg.temperature), cfg.falsify_keep_rates)
+    _, _, _, infos = _finetune_runs(s, variance_cfg, tome_match, cfg, "cpu", build=True, force=force)
+    if progress:
+        from tokenprune.training.run_outputs import describe
+
+        for i in infos:
+            print(describe(i), flush=True)
+    return infos
 
 
 def seed_summary_table(ft: pd.DataFrame) -> pd.DataFrame:
@@ -1457,14 +1614,24 @@ def seed_summary_table(ft: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(summ)
 
 
+def ft_setting(cfg: SimpleNamespace, n_train_rows: int) -> str:
+    """What every fine-tuning run of ``cfg`` is, in words (for the claims' notes)."""
+    images = cfg.finetune_steps * cfg.finetune_batch
+    trains = models.finetune_trainable(cfg.base_model)
+    return (f"{cfg.base_model} fine-tuned with pruning in place for {cfg.finetune_steps} steps of {cfg.finetune_batch} "
+            f"images ({images} images, {images / n_train_rows:.2f} epochs of its {n_train_rows}-image training split; "
+            f"AdamW at {cfg.finetune_lr:g}, cosine to a tenth), training "
+            + ("every weight" if trains is None else "only " + ", ".join(p.rstrip(".") for p in trains)))
+
+
 def margin_claim(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: SimpleNamespace, cid: str, a: str, b: str,
-                 paper_value: float, statement: str, source: str,
-                 ots_preds: Optional[dict] = None) -> Optional[pd.DataFrame]:
+                 paper_value: float, statement: str, source: str, ots_preds: Optional[dict] = None,
+                 rule: verdicts.Direction = MARGIN_RULE) -> Optional[pd.DataFrame]:
     """A fine-tuned margin ``a - b``: per seed a paired comparison on the same test images, across seeds a
-    t-interval of the difference, decided by :data:`MARGIN_RULE`, gated on the seed-level design (effect in
-    dispute: the paper's margin ``paper_value``), once at least 3 seeds ran, the fine-tuning moved the model
-    (:func:`moved_premise` against the off-the-shelf predictions ``ots_preds``) and each run saw at least one epoch
-    of the training split (premises, in that order)."""
+    t-interval of the difference, decided by ``rule`` (:data:`MARGIN_RULE`: above 0), gated on the seed-level
+    design (effect in dispute: the paper's margin, ``|paper_value|``), once at least 3 seeds ran and the
+    fine-tuning moved the model (:func:`moved_premise` against the off-the-shelf predictions ``ots_preds`` on the
+    same images; premises, in that order)."""
     if (a not in cfg.finetune_configs) or (b not in cfg.finetune_configs) or cfg.finetune_steps <= 0:
         rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
                       unit="top-1 points", decision=verdicts.not_testable(
@@ -1474,41 +1641,33 @@ def margin_claim(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: Simpl
             for s in cfg.seeds]
     df = pd.DataFrame(rows)
     ss = metrics.seed_summary(df.top1_diff.values * 100)
-    epochs = cfg.finetune_steps * cfg.finetune_batch / n_train_rows
-    side = "above" if ss.low > 0 else ("below" if ss.high < 0 else "around")
     seeds = verdicts.Premise(f"at least {MIN_SEEDS} seeds", ss.n >= MIN_SEEDS, f"{ss.n} seed(s)")
-    long_enough = verdicts.Premise(
-        f"each run fine-tuned >= {MIN_FT_EPOCHS:g} epoch of the training split", epochs >= MIN_FT_EPOCHS,
-        f"{epochs:.3f} epochs: too short to stand for the paper's fine-tuning, whatever the sign; the seed interval "
-        f"lies {side} 0")
     moved = moved_premise(ft_preds, ots_preds, (a, b), cfg.seeds, cfg.seed)
-    decision = MARGIN_RULE.decide(ss.mean, ss.low, ss.high, what=f"{a} - {b} across seeds")
-    design = seed_design(df.top1_diff.values * 100, f"{a} - {b}, top-1 points, each on the same {n_test} images, after "
-                                                     f"{cfg.finetune_steps} steps of {cfg.finetune_batch} images: runs "
-                                                     f"that barely move the model understate a real fine-tuning's spread")
+    decision = rule.decide(ss.mean, ss.low, ss.high, what=f"{a} - {b} across seeds")
+    design = seed_design(df.top1_diff.values * 100, f"{a} - {b}, top-1 points, each on the same {n_test} images")
     det = verdicts.Detectable(abs(paper_value), design) if design is not None else None
     if det is not None:
         decision = det.gate(decision)
-    decision = seeds.gate(moved.gate(long_enough.gate(decision)))
+    decision = seeds.gate(moved.gate(decision))
     per_seed = "; ".join(f"seed {r.seed}: {r.top1_diff * 100:+.2f} (McNemar p={r.mcnemar_p:.2g})" for r in df.itertuples())
     rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
                   our_value=round(ss.mean, 3), ci=None if ss.n < 2 else [ss.low, ss.high],
                   unit="top-1 points, mean over seeds", decision=decision,
                   design=None if det is None else det.record(),
-                  why=f"per seed paired bootstrap + McNemar: {per_seed}; setting: {cfg.base_model}, {cfg.finetune_steps} "
-                      f"fine-tuning steps of {cfg.finetune_batch} images, {n_test} test images; the fine-tuning moved "
-                      f"the model? {'yes' if moved.holds else 'no'} ({moved.detail}); effect in dispute: the paper's "
-                      f"margin {abs(paper_value):g} points; "
+                  why=f"per seed paired bootstrap + McNemar: {per_seed}; setting: {ft_setting(cfg, n_train_rows)}; "
+                      f"{n_test} test images; the fine-tuning moved the model? {'yes' if moved.holds else 'no'} "
+                      f"({moved.detail}); effect in dispute: the paper's margin {abs(paper_value):g} points; "
                       + (_design_note(det) if det is not None else "one seed: no seed spread, no design"))
     return df
 
 
 def margin_claims(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: SimpleNamespace,
                   ots_preds: Optional[dict] = None) -> pd.DataFrame:
-    """Objections 5 and 7: the paper's single-run margins (variance - EViT, overlap - unpruned, variance - ToMe)
-    across seeds, each gated on 'the fine-tuning moved the model' against ``ots_preds`` (config -> off-the-shelf
-    predictions on the same images); returns the per-seed paired comparisons."""
-    top1, o = VM["matched"]["top1"], VM["overlap"]
+    """Objections 5 and 7 (the paper's single-run margins: variance - EViT, overlap - unpruned, variance - ToMe)
+    and 'MedAD stays within 3 % at r = 0.3' after fine-tuning, across seeds, each gated on 'the fine-tuning moved
+    the model' against ``ots_preds`` (config -> off-the-shelf predictions on the same images); returns the
+    per-seed paired comparisons."""
+    top1, o, m = VM["matched"]["top1"], VM["overlap"], VM["medad_r03"]
     specs = [
         ("varmedad.obj5.variance_vs_evit", "variance", "evit", EFFECTS["variance_vs_evit"],
          f"Objection 5: variance pruning beats EViT at the same compute ({top1['attention_variance']:.2f} vs "
@@ -1522,6 +1681,10 @@ def margin_claims(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: Simp
          f"({top1['attention_variance']:.2f} vs {top1['tome']:.2f})", VM["matched"]["source"]),
     ]
     dfs = [margin_claim(rep, ft_preds, n_train_rows, n_test, cfg, *spec, ots_preds=ots_preds) for spec in specs]
+    dfs.append(margin_claim(
+        rep, ft_preds, n_train_rows, n_test, cfg, "varmedad.medad_r03.finetuned", "medad_r03", "unpruned",
+        -m["max_drop"], f"{MEDAD_R03_STATEMENT} (DeiT-S fine-tuned on ImageNet-100)", m["source"],
+        ots_preds=ots_preds, rule=MEDAD_R03_RULE))
     return pd.concat([d for d in dfs if d is not None] or [pd.DataFrame()])
 
 
