@@ -5,46 +5,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 
 from tokenprune.training import paper_training as pt
 from tokenprune.training.recipe_book import load_recipe
 
-WNIDS = ["n01440764", "n01443537", "n01484850", "n01491361"]
-INIT = "deit_small_patch16_224-cd65a155.pth"
-
-
-def _jpeg(path: Path, seed: int) -> None:
-    from PIL import Image
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    Image.fromarray(rng.integers(0, 255, size=(256, 300, 3), dtype=np.uint8)).save(path, quality=80)
-
-
-@pytest.fixture(scope="module")
-def imagenet(tmp_path_factory):
-    """A tiny ImageNet folder (train/<wnid>/*.JPEG, val/<wnid>/*.JPEG) and a DeiT-S checkpoint in DeiT's format
-    ({'model': state_dict}, 1000 classes) under the file name the recipes name."""
-    root = tmp_path_factory.mktemp("imagenet")
-    for split, n in (("train", 4), ("val", 2)):
-        for c, wnid in enumerate(WNIDS):
-            for k in range(n):
-                _jpeg(root / split / wnid / f"{wnid}_{split}_{k}.JPEG", 100 * c + 10 * k + (split == "val"))
-    import timm
-
-    init = tmp_path_factory.mktemp("init")
-    torch.save({"model": timm.create_model("deit_small_patch16_224", num_classes=1000).state_dict()}, init / INIT)
-    return root, init
-
-
 def _spec(**values):
     spec = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
-    v = {**spec.values, "num_classes": len(WNIDS), **values}
+    v = {**spec.values, "num_classes": 4, **values}             # the fixture's classes (tests/paper/conftest.py)
     return pt.RunSpec(**{**{f: getattr(spec, f) for f in ("recipe", "model", "init", "dataset", "keep_rate", "seed",
                                                           "scorer", "reducer", "reducer_options")}, "values": v})
 
@@ -81,7 +50,7 @@ def test_gpu_hours_say_where_the_speed_comes_from():
 
 @pytest.mark.slow
 def test_train_run_trains_resumes_and_refuses_another_run(imagenet, tmp_path):
-    root, init = imagenet
+    root, init = imagenet.root, imagenet.init_dir
     spec = _spec()
     s1 = pt.train_run(spec, tmp_path, root, init, LIMITS, device="cpu", progress=False)
     assert len(s1["history"]) == 1 and s1["history"][0]["images"] == 4 and s1["resumed_from"] is None
@@ -97,8 +66,7 @@ def test_train_run_trains_resumes_and_refuses_another_run(imagenet, tmp_path):
         pt.train_run(_spec(keep_rate=0.5, base_lr=1e-4), tmp_path, root, init, LIMITS, device="cpu", progress=False)
 
 
-def test_missing_init_names_the_flag(imagenet, tmp_path):
-    root, _ = imagenet
+def test_missing_init_names_the_flag(tmp_path):
     with pytest.raises(FileNotFoundError, match="--init-dir"):
         pt.build_model(_spec(), 4, tmp_path)
 
@@ -107,7 +75,7 @@ def test_missing_init_names_the_flag(imagenet, tmp_path):
 def test_torchrun_two_processes_gloo(imagenet, tmp_path):
     """``torchrun --nproc_per_node 2`` on the CPU (gloo): both ranks train, rank 0 writes the summary, the global
     batch is both processes' images."""
-    root, init = imagenet
+    root, init = imagenet.root, imagenet.init_dir
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "tokenprune",
            "paper-train", "--recipe", "evit_deit_s_finetune", "--data-root", str(root), "--init-dir", str(init),

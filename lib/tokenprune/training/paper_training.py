@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import math
 import os
 import sys
 import time
