@@ -509,3 +509,19 @@ def test_finetune_all_at_default_loads_its_cached_outputs_and_refuses_missing_on
     before = sorted(tmp_path.iterdir())
     ft3, _, _, _ = audit.finetune_all(s, var_cfg, tome, other, "cpu")
     assert not ft3.loaded.any() and sorted(tmp_path.iterdir()) == before
+
+
+def test_overlap_claim_needs_a_fine_tune_that_trains_the_embeddings():
+    ft, ots, cfg = _margin_inputs(True)
+    cfg.finetune_configs = ["overlap_variance", "unpruned"]
+    ft = {("overlap_variance" if k[0] == "variance" else "unpruned", k[1]): v for k, v in ft.items()}
+    ots = {"overlap_variance": ots["variance"]}
+    for base, want in (("vit_s14_fmnist_ft", "inconclusive"), ("deit_s_imagenet100", "reproduced")):
+        cfg.base_model = base                               # the proxy trains only its tail; DeiT-S everything
+        rep = _Rep()
+        audit.margin_claim(rep, ft, 60000, 4000, cfg, "c", "overlap_variance", "unpruned", 0.42, "s", "src",
+                           ots_preds=ots, premises=[audit.trains_overlap_premise(cfg)])
+        d = rep.claims[0]["decision"]
+        assert d.verdict == want, (base, d.why)
+        if want == "inconclusive":
+            assert "what the overlapping embedding changes" in d.why

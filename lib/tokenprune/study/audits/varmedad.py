@@ -52,7 +52,7 @@ __all__ = ["PARAMETERS", "PROFILES", "R_MAIN", "LOCS", "start", "paper_table", "
            "cluster_bootstrap_ci", "temperature_distance", "medad_axis", "variance_vs_medad", "medad_r03_claims",
            "background_share", "overlap_strides", "EFFECTS", "image_design", "seed_design", "cluster_design",
            "binding_gate", "moved_premise", "ft_config", "ft_runs", "ots_recipe", "ft_eval_images",
-           "build_cached_finetunes", "ft_setting", "FT_PREFIX"]
+           "build_cached_finetunes", "ft_setting", "FT_PREFIX", "trains_overlap_premise"]
 
 #: every setting of the notebook, with its meaning
 PARAMETERS = {
@@ -1624,14 +1624,27 @@ def ft_setting(cfg: SimpleNamespace, n_train_rows: int) -> str:
             + ("every weight" if trains is None else "only " + ", ".join(p.rstrip(".") for p in trains)))
 
 
+def trains_overlap_premise(cfg: SimpleNamespace) -> verdicts.Premise:
+    """'The fine-tuning trains what the overlapping embedding changes': its patch embedding (now strided) and its
+    position embedding (resampled to the new grid) must train, or the fine-tuned overlap model is the
+    off-the-shelf one with a retrained tail, which is not the paper's setting."""
+    trains = models.finetune_trainable(cfg.base_model)
+    need = ("patch_embed.", "pos_embed")
+    holds = trains is None or all(any(t.startswith(n) for t in trains) for n in need)
+    return verdicts.Premise("the fine-tuning trains what the overlapping embedding changes (patch and position "
+                            "embeddings)", holds, "everything trains" if trains is None else
+                            f"{cfg.base_model}'s fine-tunes train only {', '.join(trains)}")
+
+
 def margin_claim(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: SimpleNamespace, cid: str, a: str, b: str,
                  paper_value: float, statement: str, source: str, ots_preds: Optional[dict] = None,
-                 rule: verdicts.Direction = MARGIN_RULE) -> Optional[pd.DataFrame]:
+                 rule: verdicts.Direction = MARGIN_RULE,
+                 premises: Sequence[verdicts.Premise] = ()) -> Optional[pd.DataFrame]:
     """A fine-tuned margin ``a - b``: per seed a paired comparison on the same test images, across seeds a
     t-interval of the difference, decided by ``rule`` (:data:`MARGIN_RULE`: above 0), gated on the seed-level
-    design (effect in dispute: the paper's margin, ``|paper_value|``), once at least 3 seeds ran and the
-    fine-tuning moved the model (:func:`moved_premise` against the off-the-shelf predictions ``ots_preds`` on the
-    same images; premises, in that order)."""
+    design (effect in dispute: the paper's margin, ``|paper_value|``), once at least 3 seeds ran, the fine-tuning
+    moved the model (:func:`moved_premise` against the off-the-shelf predictions ``ots_preds`` on the same images)
+    and every one of ``premises`` holds (premises, in that order)."""
     if (a not in cfg.finetune_configs) or (b not in cfg.finetune_configs) or cfg.finetune_steps <= 0:
         rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
                       unit="top-1 points", decision=verdicts.not_testable(
@@ -1648,6 +1661,8 @@ def margin_claim(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: Simpl
     det = verdicts.Detectable(abs(paper_value), design) if design is not None else None
     if det is not None:
         decision = det.gate(decision)
+    for p in reversed(list(premises)):
+        decision = p.gate(decision)
     decision = seeds.gate(moved.gate(decision))
     per_seed = "; ".join(f"seed {r.seed}: {r.top1_diff * 100:+.2f} (McNemar p={r.mcnemar_p:.2g})" for r in df.itertuples())
     rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
@@ -1680,7 +1695,9 @@ def margin_claims(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: Simp
          f"Objection 7: at matched MACs and with the same fine-tuning recipe, variance pruning beats ToMe "
          f"({top1['attention_variance']:.2f} vs {top1['tome']:.2f})", VM["matched"]["source"]),
     ]
-    dfs = [margin_claim(rep, ft_preds, n_train_rows, n_test, cfg, *spec, ots_preds=ots_preds) for spec in specs]
+    dfs = [margin_claim(rep, ft_preds, n_train_rows, n_test, cfg, *spec, ots_preds=ots_preds,
+                        premises=[trains_overlap_premise(cfg)] if spec[1] == "overlap_variance" else [])
+           for spec in specs]
     dfs.append(margin_claim(
         rep, ft_preds, n_train_rows, n_test, cfg, "varmedad.medad_r03.finetuned", "medad_r03", "unpruned",
         -m["max_drop"], f"{MEDAD_R03_STATEMENT} (DeiT-S fine-tuned on ImageNet-100)", m["source"],
