@@ -1,4 +1,6 @@
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -6,6 +8,8 @@ import torch
 # tests run on 2 cores next to other work: keep torch from oversubscribing
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 os.environ.setdefault("TOKENPRUNE_NO_DOWNLOAD", "1")
+# tests/release_fixtures.py (the paper datasets' release formats) is shared by the tiers
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True)

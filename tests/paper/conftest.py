@@ -34,3 +34,4 @@ def imagenet(tmp_path_factory):
     init = tmp_path_factory.mktemp("init")
     torch.save({"model": timm.create_model("deit_small_patch16_224", num_classes=1000).state_dict()}, init / INIT)
     return SimpleNamespace(root=root, init_dir=init, init=INIT, classes=len(WNIDS))
+
