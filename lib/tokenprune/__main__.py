@@ -23,10 +23,10 @@ COMMANDS = {
     "batch": "tokenprune.study.batch",
     "report": "tokenprune.study.report",
     "bench": "tokenprune.measure.throughput",
-    "models": "tokenprune.training.base_models",
+    "models": "tokenprune.study.models_command",
     "prepare": "tokenprune.data.prepare",
     "train": "tokenprune.training.loop",
-    "paper-train": "tokenprune.training.paper_training",
+    "paper-train": "tokenprune.study.paper_runs",
 }
 
 

@@ -1,4 +1,4 @@
-"""The paper profile's training (tokenprune.training.paper_training) on fixture data in ImageNet's release format:
+"""The paper profile's training (tokenprune.training.paper_training, its command line tokenprune.study.paper_runs) on fixture data in ImageNet's release format:
 DeiT-S at 224 px, the recipes as written, shrunk only in batch, steps, epochs and evaluation images (issue 15,
 item 5); one run under a 2-process torchrun (gloo) on the CPU; a killed run resumes after its last epoch."""
 import json
@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tokenprune.study import paper_runs
 from tokenprune.training import paper_training as pt
 from tokenprune.training.recipe_book import load_recipe
 
@@ -41,10 +42,10 @@ def test_keep_rate_schedule_follows_the_recipe():
 
 
 def test_gpu_hours_say_where_the_speed_comes_from():
-    g = pt.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0])
+    g = paper_runs.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0])
     assert g.images == 30 * 1_281_167 and "EViT README" in g.source and "not measured" in g.source
     assert g.hours == pytest.approx(g.images / (4385 / 3) / 3600)
-    m = pt.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0], measured_img_per_s=2000, measured_on="H200")
+    m = paper_runs.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0], measured_img_per_s=2000, measured_on="H200")
     assert "measured" in m.source and m.hours == pytest.approx(g.images / 2000 / 3600)
 
 

@@ -84,6 +84,7 @@ __all__ = [
     "finetuned_name",
     "load_finetuned",
     "build_profile",
+    "build_parser",
     "main",
 ]
 
@@ -864,7 +865,9 @@ def _summary_line(info: dict) -> str:
             f"{info['checkpoint']} {info['size_bytes'] / 1e6:.2f} MB sha256 {info['sha256'][:16]}...")
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m tokenprune models`` (:mod:`tokenprune.study.models_command` adds the cached run
+    outputs of the notebooks after these models)."""
     ap = argparse.ArgumentParser(prog="python -m tokenprune models", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="default", choices=PROFILES)
     ap.add_argument("--only", nargs="+", default=None, help="model names of the profile")
@@ -877,7 +880,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--list", action="store_true", help="print the recipes and their hashes, then exit")
     ap.add_argument("--compile", action="store_true", help="torch.compile the training forward (from-scratch models)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.list:
@@ -890,11 +897,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if is_main_process():
         for info in infos:
             print(_summary_line(info), flush=True)
-    if args.only is None and is_main_process():
-        # the runs cached as their outputs (tokenprune.training.run_outputs), after the models they start from
-        from tokenprune.training.run_outputs import build_registered
-
-        build_registered(args.profile, progress=not args.no_progress, force=args.force)
     return 0
 
 

@@ -8,14 +8,13 @@ the sidecar (recipe, seed, SHA-256 of the .npz, weights SHA-256, accuracy, time,
 old one, exactly as for checkpoints (:mod:`tokenprune.training.base_models`). They live beside the checkpoints of
 their profile (``data/checkpoints`` for ``default``, committed; ``data/checkpoints/<profile>`` otherwise).
 
-Who builds them: each producer registers a function in :data:`BUILDERS` (``"module:function"``, called with the
-profile, ``progress`` and ``force``); ``python -m tokenprune models`` (``make models``) calls them after the base
+Who builds them: the notebooks' audit modules (e.g. :func:`tokenprune.study.audits.varmedad.build_cached_finetunes`),
+which ``python -m tokenprune models`` (``make models``; :mod:`tokenprune.study.models_command`) calls after the base
 models.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib
 import io
 import os
 import time
@@ -28,12 +27,10 @@ import torch.nn as nn
 
 from tokenprune.training.loop import TrainRecipe
 
-__all__ = ["OUTPUTS_FORMAT", "BUILDERS", "weights_sha256", "output_paths", "save_outputs", "load_outputs",
-           "has_outputs", "ensure_outputs", "build_registered", "describe"]
+__all__ = ["OUTPUTS_FORMAT", "weights_sha256", "output_paths", "save_outputs", "load_outputs", "has_outputs",
+           "ensure_outputs", "describe"]
 
 OUTPUTS_FORMAT = "tokenprune-run-outputs-v1"
-#: the producers of cached run outputs, called by ``python -m tokenprune models`` after the base models
-BUILDERS: tuple[str, ...] = ("tokenprune.study.audits.varmedad:build_cached_finetunes",)
 
 
 def weights_sha256(model: nn.Module, prefixes: Optional[Sequence[str]] = None) -> str:
@@ -122,16 +119,6 @@ def ensure_outputs(recipe: TrainRecipe, run: Callable[[], tuple[dict[str, np.nda
     info = {**info, "wall_time_s": round(time.perf_counter() - started, 1),
             "provenance": provenance(recipe.to_dict(), recipe.seed, started, cwd=Path(__file__).parent)}
     return arrays, {**save_outputs(recipe, arrays, info, cache_dir), "loaded": False}
-
-
-def build_registered(profile: str = "default", progress: bool = True, force: bool = False) -> list[dict]:
-    """Call every producer of :data:`BUILDERS` for ``profile``; returns their sidecars."""
-    out: list[dict] = []
-    for spec in BUILDERS:
-        mod, fn = spec.split(":")
-        builder: Callable[..., list[dict]] = getattr(importlib.import_module(mod), fn)
-        out.extend(builder(profile=profile, progress=progress, force=force))
-    return out
 
 
 def describe(info: dict[str, Any]) -> str:

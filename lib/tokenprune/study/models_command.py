@@ -1,0 +1,23 @@
+"""``python -m tokenprune models`` (``make models``): the base models and cached fine-tunes of
+:mod:`tokenprune.training.base_models`, then the notebooks' fine-tuning runs cached as their outputs
+(:mod:`tokenprune.training.run_outputs`), which start from those models: :data:`OUTPUT_BUILDERS`."""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from tokenprune.study.audits import varmedad
+from tokenprune.training import base_models
+
+__all__ = ["OUTPUT_BUILDERS", "main"]
+
+#: the producers of cached run outputs, each called with the profile, ``progress`` and ``force``
+OUTPUT_BUILDERS: tuple[Callable[..., list], ...] = (varmedad.build_cached_finetunes,)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = base_models.build_parser().parse_args(argv)
+    rc = base_models.main(argv)
+    if rc == 0 and not args.list and args.only is None and base_models.is_main_process():
+        for build in OUTPUT_BUILDERS:
+            build(profile=args.profile, progress=not args.no_progress, force=args.force)
+    return rc
