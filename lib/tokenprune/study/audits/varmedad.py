@@ -9,6 +9,7 @@ random operation (seeds, subsets, training runs) is the notebook's.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 from types import SimpleNamespace
@@ -1473,43 +1474,27 @@ def _ft_cache(profile: str):
     return models.checkpoint_dir(profile) if profile == "default" else None
 
 
-def _run_outputs(run: "_Run", cache, force: bool = False):
-    from tokenprune.training import run_outputs
+def _train_and_measure(recipe: train.TrainRecipe, name: str, seed: int, trained: bool, ft_start, variance_cfg,
+                       tome_match, cfg: SimpleNamespace, train_source, images, labels, device: str) -> tuple[dict, dict]:
+    """One fine-tuning run (or, ``trained`` False, its off-the-shelf reference): the arrays and the sidecar the output
+    cache stores (:mod:`tokenprune.training.run_outputs`)."""
+    from tokenprune.training.run_outputs import weights_sha256
 
-    if cache is None:
-        arrays, info = run()
-        return arrays, {**info, "loaded": False}
-    return run_outputs.ensure_outputs(run.recipe, run, cache, force=force)
-
-
-class _Run:
-    """One fine-tuning run (or, untrained, its off-the-shelf reference) as a callable for the output cache."""
-
-    def __init__(self, recipe: train.TrainRecipe, name: str, seed: int, ft_start, variance_cfg, tome_match,
-                 cfg: SimpleNamespace, train_source, images, labels, device: str, trained: bool = True):
-        self.recipe, self.name, self.seed, self.trained = recipe, name, seed, trained
-        self._args = (ft_start, variance_cfg, tome_match, cfg, train_source, images, labels, device)
-
-    def __call__(self) -> tuple[dict, dict]:
-        from tokenprune.training.run_outputs import weights_sha256
-
-        ft_start, variance_cfg, tome_match, cfg, train_source, images, labels, device = self._args
-        m, c = ft_model(self.name, ft_start, variance_cfg, tome_match, float(cfg.temperature))
-        train_s = 0.0
-        if self.trained:
-            res = finetune(m, self.recipe, train_source(), c, device=device, seed=self.seed, progress=False)
-            train_s = res.train_time_s
-        elif c is not None:
-            c.apply(m, seed=self.seed)
-        m = m.cpu().eval()
-        set_eager_attention(m, False)
-        p = predict(m, images(), labels, batch=cfg.eval_batch, dtype=cfg.dtype)
-        ci = metrics.bootstrap_ci(p.correct.astype(float), seed=0)
-        return _logits_arrays(p), {
-            "weights_sha256": weights_sha256(m, self.recipe.trainable), "weights_hashed": self.recipe.trainable or "all",
-            "train_time_s": round(train_s, 1), "gmacs": flops.analytic_macs(m).total / 1e9,
-            "test": {"n": int(len(labels)), "accuracy": ci.estimate, "ci95": ci.ci, "eval_dtype": cfg.dtype,
-                     "images": "the base model's test split" if cfg.profile != "paper" else "the notebook's images"}}
+    m, c = ft_model(name, ft_start, variance_cfg, tome_match, float(cfg.temperature))
+    train_s = 0.0
+    if trained:
+        train_s = finetune(m, recipe, train_source(), c, device=device, seed=seed, progress=False).train_time_s
+    elif c is not None:
+        c.apply(m, seed=seed)
+    m = m.cpu().eval()
+    set_eager_attention(m, False)
+    p = predict(m, images(), labels, batch=cfg.eval_batch, dtype=cfg.dtype)
+    ci = metrics.bootstrap_ci(p.correct.astype(float), seed=0)
+    return _logits_arrays(p), {
+        "weights_sha256": weights_sha256(m, recipe.trainable), "weights_hashed": recipe.trainable or "all",
+        "train_time_s": round(train_s, 1), "gmacs": flops.analytic_macs(m).total / 1e9,
+        "test": {"n": int(len(labels)), "accuracy": ci.estimate, "ci95": ci.ci, "eval_dtype": cfg.dtype,
+                 "images": "the base model's test split" if cfg.profile == "default" else "the notebook's images"}}
 
 
 def finetune_all(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_match, cfg: SimpleNamespace,
@@ -1534,7 +1519,7 @@ def _finetune_runs(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_ma
         return rows, preds, refs, infos
     images, labels = ft_eval_images(subjects, cfg)
     cache = _ft_cache(cfg.profile)
-    if cache is not None and cfg.profile == "default" and not build and not _default_settings(cfg):
+    if cache is not None and not build and not _default_settings(cfg):
         cache = None   # another recipe than the cached ones: trained here, not kept beside the committed outputs
     lazy = {}
 
@@ -1547,13 +1532,17 @@ def _finetune_runs(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_ma
     def one(rec, name, s, trained):
         from tokenprune.training import run_outputs
 
-        if cache is not None and cfg.profile == "default" and not build and not run_outputs.has_outputs(rec, cache):
-            raise models.CheckpointMissingError(
-                f"fine-tune {rec.name!r}: no cached outputs in {cache}; build them with `python -m tokenprune models` "
-                f"(`make models`)")
-        run = _Run(rec, name, s, subjects.ft_start, variance_cfg, tome_match, cfg, source, images, labels, device,
-                   trained=trained)
-        arrays, info = _run_outputs(run, cache, force=force)
+        run = functools.partial(_train_and_measure, rec, name, s, trained, subjects.ft_start, variance_cfg,
+                                tome_match, cfg, source, images, labels, device)
+        if cache is None:
+            arrays, info = run()
+            info = {**info, "loaded": False}
+        else:
+            if not build and not run_outputs.has_outputs(rec, cache):
+                raise models.CheckpointMissingError(
+                    f"fine-tune {rec.name!r}: no cached outputs in {cache}; build them with `python -m tokenprune "
+                    f"models` (`make models`)")
+            arrays, info = run_outputs.ensure_outputs(rec, run, cache, force=force)
         return _as_predictions(arrays, labels, rec.name), info
 
     runs = ft_runs(cfg, subjects.base_recipe, n_train_rows, variance_cfg, tome_match)
