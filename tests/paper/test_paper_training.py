@@ -88,3 +88,58 @@ def test_torchrun_two_processes_gloo(imagenet, tmp_path):
     (summary,) = list(tmp_path.glob("*/summary.json"))
     s = json.loads(summary.read_text())
     assert s["world_size"] == 2 and s["global_batch"] == 4 and s["history"][0]["images"] == 8
+
+
+@pytest.mark.slow
+def test_a_run_under_other_limits_is_refused(imagenet, tmp_path):
+    pt.train_run(_spec(), tmp_path, imagenet.root, imagenet.init_dir, LIMITS, device="cpu", progress=False)
+    with pytest.raises(ValueError, match="trained under limits"):
+        pt.train_run(_spec(), tmp_path, imagenet.root, imagenet.init_dir, pt.Limits(2, 1, 2, 4, 0), device="cpu",
+                     progress=False)
+
+
+def test_a_prepared_run_needs_a_tag_and_no_warm_up(tmp_path):
+    spec = _spec()
+    with pytest.raises(ValueError, match="RunSpec.tag"):
+        pt.train_run(spec, tmp_path, prepare=lambda m: m)
+    scratch = pt.run_specs(load_recipe("evit_deit_s_scratch"))[0]
+    import dataclasses
+    with pytest.raises(ValueError, match="keep-rate warm-up"):
+        pt.train_run(dataclasses.replace(scratch, tag="mine"), tmp_path, prepare=lambda m: m)
+
+
+def test_paper_scale_ids_are_their_own():
+    assert paper_runs.paper_scale_id("bat.top1.deit_s.keep0.5") == "bat.paper_scale.top1.deit_s.keep0.5"
+    with pytest.raises(ValueError, match="claim_id"):
+        paper_runs.paper_scale_id("nodot")
+
+
+@pytest.mark.slow
+def test_notebooks_train_then_load_and_a_shortened_run_is_not_judged(imagenet, tmp_path):
+    """:func:`paper_runs.trained_model`: a missing run trains (under the notebook's limits), a finished one loads
+    with the same weights, and the premise 'whole schedule' fails on the shortened run, naming it; a given
+    checkpoint is loaded as it is."""
+    from types import SimpleNamespace
+
+    import torch
+
+    cfg = SimpleNamespace(train_batch_per_process=2, train_steps_per_epoch=1, train_epochs=1, train_workers=0,
+                          runs_dir=str(tmp_path / "runs"))
+    spec = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
+    init = imagenet.init_dir / imagenet.init
+    a = paper_runs.trained_model(spec, cfg, str(imagenet.root), str(init), device="cpu")
+    assert a.source == "trained" and a.epochs_trained == 1 and not a.full_schedule
+    assert (tmp_path / "runs" / spec.name / "summary.json").is_file()
+    b = paper_runs.trained_model(spec, cfg, str(imagenet.root), str(init), device="cpu")
+    assert b.source == "loaded"
+    x = torch.randn(2, 3, 224, 224)
+    with torch.inference_mode():
+        assert torch.equal(a.model(x), b.model(x))
+    assert b.model.keep_rate[4] == pytest.approx(0.7)             # pruning as evaluated: EViT's keep 0.7 (block 4)
+    prem = paper_runs.full_schedule_premise([a])
+    assert not prem.holds and "1 of 30 epochs" in prem.detail and "shortened" in prem.detail
+    torch.save({"model": a.model.state_dict()}, tmp_path / "given.pth")
+    g = paper_runs.trained_model(spec, cfg, str(imagenet.root), None, given=str(tmp_path / "given.pth"))
+    assert g.source == "given" and g.full_schedule
+    with torch.inference_mode():
+        assert torch.equal(g.model(x), a.model(x))

@@ -6,6 +6,13 @@ from a measured images/s where a GPU measured one, else from the papers' own A10
 One node: ``torchrun --nproc_per_node=8 -m tokenprune paper-train --recipe evit_deit_s_finetune --data-root
 /data/imagenet --init-dir /ckpt --out runs/paper``; several: add ``--nnodes``, ``--node_rank`` and
 ``--rdzv-endpoint`` (torchrun's own flags). ``--estimate`` prints the GPU-hours and exits.
+
+The notebooks at the ``paper`` profile train through the same code (:func:`trained_model`): a run finished in
+``runs_dir`` (by ``paper-train`` on a cluster, with the same ``--out``) is loaded, an unfinished one resumes, a
+missing one trains in the notebook's process; a checkpoint the user gives is loaded instead. Their settings
+(:data:`TRAINING_SETTINGS`) are one table shared by every notebook. A claim decided on such a run carries an id of
+its own (:func:`paper_scale_id`) and the premise that the run trained the recipe's whole schedule
+(:func:`full_schedule_premise`), so a run shortened by the tests' limits is never judged.
 """
 from __future__ import annotations
 
@@ -14,13 +21,18 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
+from tokenprune.study import verdicts
 from tokenprune.study.paper_numbers import EVIT
-from tokenprune.training.paper_training import Limits, RunSpec, run_specs, train_run
+from tokenprune.training.paper_training import (Limits, PrepareFn, RunSpec, _limits_record, load_trained,
+                                                 run_specs, train_run)
 from tokenprune.training.recipe_book import load_recipe, recipe_names
+from tokenprune.utils.environment import REPO_ROOT
 
-__all__ = ["DATASET_IMAGES", "GpuHours", "gpu_hours", "main"]
+__all__ = ["DATASET_IMAGES", "GpuHours", "gpu_hours", "main", "TRAINING_SETTINGS", "TRAINING_PARAMETERS",
+           "TRAINING_RANGES", "limits_of", "runs_root", "recipe_run", "TrainedRun", "trained_model",
+           "full_schedule_premise", "paper_scale_id", "PAPER_SCALE"]
 
 #: training images of each dataset's release (for GPU-hour estimates before any file is read)
 DATASET_IMAGES = {"imagenet": 1_281_167, "imagenet100": 126_689, "cub200": 5_994, "stanford_cars": 8_144,
@@ -68,6 +80,160 @@ def gpu_hours(spec: RunSpec, measured_img_per_s: Optional[float] = None, measure
         inf, src = _inference_img_per_s(spec.model, spec.keep_rate)
         ips, src = inf / 3.0, f"estimated: {src} / 3 (forward + backward ~ 3 forwards); not measured"
     return GpuHours(spec.name, images, ips, images / ips / 3600.0, src)
+
+
+# ---------------------------------------------------------------------------------------------- notebooks
+#: every notebook's training settings (the same at each profile; only ``paper`` trains with them). The tests shrink
+#: the first three (batch and steps) and nothing else
+TRAINING_SETTINGS: dict = {"train_batch_per_process": 0, "train_steps_per_epoch": 0, "train_epochs": 0,
+                           "train_workers": 8, "runs_dir": ""}
+TRAINING_PARAMETERS: dict = {
+    "train_batch_per_process": "paper: images per process and step of the training runs (0: the recipe's global "
+                               "batch; a test limit)",
+    "train_steps_per_epoch": "paper: optimiser steps per epoch of the training runs (0: the whole training set; a "
+                             "test limit)",
+    "train_epochs": "paper: epochs of the training runs (0: the recipe's; a test limit)",
+    "train_workers": "paper: data-loader workers of the training runs",
+    "runs_dir": "paper: folder of the training runs (paper-train's --out; '': runs/paper/train); a finished run "
+                "there is loaded, an unfinished one resumes",
+}
+TRAINING_RANGES: dict = {"train_batch_per_process": (0, None), "train_steps_per_epoch": (0, None),
+                         "train_epochs": (0, None), "train_workers": (0, None)}
+#: the part of a claim id that marks a claim decided on a paper-scale run (:func:`paper_scale_id`)
+PAPER_SCALE = "paper_scale"
+
+
+def limits_of(cfg: Any) -> Limits:
+    """The :class:`Limits` of a notebook's settings (:data:`TRAINING_SETTINGS`; 0 is no limit)."""
+    return Limits(cfg.train_batch_per_process or None, cfg.train_steps_per_epoch or None, cfg.train_epochs or None,
+                  None, int(cfg.train_workers))
+
+
+def runs_root(cfg: Any) -> Path:
+    """Where a notebook's training runs go: ``cfg.runs_dir``, else ``runs/paper/train`` (git-ignored)."""
+    return Path(cfg.runs_dir).expanduser() if cfg.runs_dir else REPO_ROOT / "runs" / "paper" / "train"
+
+
+def recipe_run(recipe: str, **match: Any) -> RunSpec:
+    """The one run of ``recipe`` (:func:`run_specs`) whose fields equal ``match`` (e.g. ``keep_rate=0.5``,
+    ``model=..., dataset=...``); ValueError naming the runs there are when none or several match."""
+    specs = run_specs(load_recipe(recipe))
+    hits = [s for s in specs if all(getattr(s, k) == v for k, v in match.items())]
+    if len(hits) != 1:
+        raise ValueError(f"recipe {recipe}: {len(hits)} runs match {match}; runs: {[s.name for s in specs]}")
+    return hits[0]
+
+
+@dataclass
+class TrainedRun:
+    """A model a notebook evaluates at paper scale, and where it comes from: ``source`` is ``trained`` (here),
+    ``loaded`` (a finished run of ``runs_dir``) or ``given`` (the user's checkpoint); ``summary`` is the run's
+    (None for a given checkpoint)."""
+
+    spec: RunSpec
+    model: Any
+    source: str
+    summary: Optional[dict] = None
+    path: str = ""
+
+    @property
+    def epochs_trained(self) -> Optional[int]:
+        return None if self.summary is None else len(self.summary["history"])
+
+    @property
+    def full_schedule(self) -> bool:
+        """The run trained the recipe's whole schedule (every epoch, every step, the recipe's batch), or is the
+        user's own checkpoint."""
+        if self.summary is None:
+            return True
+        return not self.summary.get("shortened", True) and self.epochs_trained == int(self.summary["recipe_epochs"])
+
+    def describe(self) -> str:
+        if self.summary is None:
+            return f"the given checkpoint {self.path}"
+        lim = {k: v for k, v in self.summary["limits"].items() if v is not None and k != "workers"}
+        return (f"{self.spec.name} ({self.source}; recipe {self.spec.recipe}, {self.epochs_trained} of "
+                f"{self.summary['recipe_epochs']} epochs, {self.summary['steps_per_epoch']} steps of "
+                f"{self.summary['global_batch']} images per epoch, lr {self.summary['lr']:.3g}"
+                + (f"; shortened by {lim}" if lim else "") + f"; {self.path})")
+
+
+def _classes(spec: RunSpec, data_root: Optional[str]) -> int:
+    """The classes of ``spec``'s model: the recipe's ``num_classes``, else those of its dataset's training split."""
+    from tokenprune.data.datasets import load_dataset
+
+    if "num_classes" in spec.values:
+        return int(spec.values["num_classes"])
+    kw = {"val_fraction": 0.0} if spec.dataset.startswith("imagenet") else {}
+    return load_dataset(spec.dataset, root=data_root, **kw)["train"].features["label"].num_classes
+
+
+def _finished(spec: RunSpec, out: Path, limits: Limits) -> bool:
+    """Whether ``out`` holds ``spec`` finished under ``limits`` (a run under other limits is not: training it again
+    there is refused by :func:`train_run`, naming the limits)."""
+    import json
+
+    if not (out / "summary.json").is_file():
+        return False
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    lim = summary.get("limits", {})
+    same = {k: lim.get(k) for k in _limits_record(limits)} == _limits_record(limits)
+    epochs = int(limits.epochs or spec.values["epochs"])
+    return summary.get("spec_hash") == spec.spec_hash() and same and len(summary["history"]) >= epochs
+
+
+def trained_model(spec: RunSpec, cfg: Any, data_root: Optional[str], init_file: Optional[str],
+                  given: Optional[str] = None, prepare: Optional[PrepareFn] = None,
+                  device: Optional[str] = None) -> TrainedRun:
+    """The model of ``spec`` for a notebook at ``paper``: the user's checkpoint ``given`` (a file: ``{'model': sd}``,
+    ``{'state_dict': sd}`` or a state dict), else the finished run in :func:`runs_root` ``/ spec.name``, else that
+    run trained there now (resuming a started one) from ``init_file`` on ``data_root`` under :func:`limits_of`
+    ``(cfg)``. ``prepare``: see :func:`tokenprune.training.paper_training.train_run`."""
+    import torch
+
+    from tokenprune.training.paper_training import build_model
+
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"{spec.name}: the given checkpoint {given} is not a file")
+        model = build_model(spec, _classes(spec, data_root), load_init=False)
+        if prepare is not None:
+            model = prepare(model)
+        sd = torch.load(path, map_location="cpu", weights_only=False)
+        model.load_state_dict(sd.get("model", sd.get("state_dict", sd)))
+        if prepare is None:
+            model.keep_rate = spec.keep_rate
+        return TrainedRun(spec, model.eval(), "given", None, str(path))
+    out = runs_root(cfg) / spec.name
+    limits = limits_of(cfg)
+    source = "loaded" if _finished(spec, out, limits) else "trained"
+    if source == "trained":
+        train_run(spec, out, data_root, None, limits, device, progress=True, init_file=init_file, prepare=prepare)
+    model, summary = load_trained(spec, out, _classes(spec, data_root), prepare)
+    return TrainedRun(spec, model, source, summary, str(out))
+
+
+def full_schedule_premise(runs: Sequence[TrainedRun]) -> verdicts.Premise:
+    """'Every run trained its recipe's whole schedule': a run shortened by the tests' limits (batch, steps,
+    epochs) is not the paper's training, and a claim on it is ``inconclusive`` with this premise named."""
+    short = [r for r in runs if not r.full_schedule]
+    return verdicts.Premise("every training run trained its recipe's whole schedule", not short,
+                            "; ".join(r.describe() for r in short) if short else
+                            f"{len(runs)} run(s): " + "; ".join(r.describe() for r in runs))
+
+
+def paper_scale_id(claim_id: str) -> str:
+    """The id of a claim decided at paper scale on the paper's data and training (issue 15: ids of their own, as
+    the verdicts may differ from the proxy's): ``<paper>.paper_scale.<rest>``.
+
+    >>> paper_scale_id("evit.top1.deit_s.keep0.7")
+    'evit.paper_scale.top1.deit_s.keep0.7'
+    """
+    paper, _, rest = claim_id.partition(".")
+    if not rest:
+        raise ValueError(f"claim_id: expected '<paper>.<name>', got {claim_id!r}")
+    return f"{paper}.{PAPER_SCALE}.{rest}"
 
 
 # ---------------------------------------------------------------------------------------------- CLI

@@ -30,14 +30,14 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn as nn
 
 from tokenprune.training.recipe_book import PaperRecipe
 
-__all__ = ["RunSpec", "Limits", "run_specs", "build_model", "build_data", "train_run"]
+__all__ = ["RunSpec", "Limits", "run_specs", "build_model", "build_data", "train_run", "load_trained"]
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -54,16 +54,21 @@ class RunSpec:
     reducer: str
     reducer_options: tuple
     values: dict = field(default_factory=dict, compare=False)
+    #: a variant the caller prepares itself (``train_run(prepare=...)``: e.g. notebook 03's configurations); in the
+    #: run's name and hash
+    tag: str = ""
 
     def spec_hash(self) -> str:
-        body = json.dumps({**{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "values"},
+        body = json.dumps({**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                              if f.name != "values" and not (f.name == "tag" and not self.tag)},
                            "values": self.values}, sort_keys=True, default=str)
         return hashlib.sha256(body.encode()).hexdigest()[:12]
 
     @property
     def name(self) -> str:
         keep = "" if self.keep_rate >= 1 else f"_keep{self.keep_rate:g}"
-        return f"{self.recipe}_{self.model}_{self.dataset}{keep}_s{self.seed}"
+        tag = f"_{self.tag}" if self.tag else ""
+        return f"{self.recipe}_{self.model}_{self.dataset}{keep}{tag}_s{self.seed}"
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -112,10 +117,12 @@ def run_specs(recipe: PaperRecipe, scorer: str = "cls_attention", reducer: Optio
 
 
 # ---------------------------------------------------------------------------------------------- model and data
-def build_model(spec: RunSpec, num_classes: int, init_dir: Optional[str | os.PathLike] = None) -> nn.Module:
-    """``timm.create_model(spec.model)`` with the recipe's drop path, its weights from ``init_dir / spec.init`` (a
-    local file; a head of another size is left fresh), patched to prune at ``spec.keep_rate`` (at keep 1 too, so
-    that the keep-rate warm-up can move it)."""
+def build_model(spec: RunSpec, num_classes: int, init_dir: Optional[str | os.PathLike] = None,
+                init_file: Optional[str | os.PathLike] = None, load_init: bool = True) -> nn.Module:
+    """``timm.create_model(spec.model)`` with the recipe's drop path, its weights from ``init_file`` or else
+    ``init_dir / spec.init`` (a local file; a head of another size is left fresh; ``load_init`` False: none, for a
+    model whose trained weights are loaded next), patched with ``spec``'s scorer and reducer at keep 1 (the
+    keep-rate warm-up of :func:`train_run` moves it)."""
     import timm
 
     from tokenprune.core.patch import patch
@@ -123,11 +130,12 @@ def build_model(spec: RunSpec, num_classes: int, init_dir: Optional[str | os.Pat
     model = timm.create_model(spec.model, pretrained=False, num_classes=num_classes,
                               drop_path_rate=float(spec.values.get("drop_path", 0.0)),
                               img_size=int(spec.values.get("img_size", 224)))
-    if spec.init:
-        path = Path(init_dir or ".") / spec.init
+    if spec.init and load_init:
+        path = Path(init_file) if init_file else Path(init_dir or ".") / spec.init
         if not path.is_file():
-            raise FileNotFoundError(f"init: {spec.name} starts from {spec.init!r}, not found in {init_dir!r} "
-                                    f"(pass --init-dir, the folder holding the checkpoint files)")
+            raise FileNotFoundError(f"init: {spec.name} starts from {str(path) if init_file else repr(spec.init)}, "
+                                    f"not found{'' if init_file else f' in {init_dir!r}'} (pass --init-dir, the "
+                                    f"folder holding the checkpoint files)")
         sd = torch.load(path, map_location="cpu", weights_only=True)
         sd = sd.get("model", sd.get("state_dict", sd))
         head = model.get_classifier()
@@ -240,12 +248,28 @@ def _save(path: Path, obj: dict) -> None:
     atomic_write(path, lambda fh: torch.save(obj, fh), binary=True)
 
 
+PrepareFn = Callable[[nn.Module], nn.Module]
+
+
+def _limits_record(limits: Limits) -> dict:
+    """What of ``limits`` changes every epoch's training: the batch and the steps per epoch (a run resumed with
+    more epochs, or evaluated on other images, is the same run)."""
+    return {"batch_per_process": limits.batch_per_process, "steps_per_epoch": limits.steps_per_epoch}
+
+
 def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str | os.PathLike] = None,
               init_dir: Optional[str | os.PathLike] = None, limits: Limits = Limits(),
-              device: Optional[str] = None, progress: bool = True) -> dict:
+              device: Optional[str] = None, progress: bool = True, init_file: Optional[str | os.PathLike] = None,
+              prepare: Optional[PrepareFn] = None) -> dict:
     """Train ``spec`` into ``out_dir`` (resuming after the last finished epoch there); returns the summary
     ``{"spec", "spec_hash", "history": [{epoch, lr, keep_rate, loss, top1, top1_ema, images, seconds}], "best",
-    "resumed_from"}`` (rank 0 writes it as ``summary.json``)."""
+    "resumed_from"}`` (rank 0 writes it as ``summary.json``).
+
+    ``init_file`` names the start checkpoint directly (else ``init_dir / spec.init``). ``prepare(model)`` returns
+    the model to train after :func:`build_model` (a configuration of the caller's own, which must set
+    ``spec.tag``): the run then keeps the pruning ``prepare`` set, and refuses a recipe with a keep-rate warm-up.
+    A checkpoint in ``out_dir`` trained under other ``limits`` is refused, so a shortened run never passes for a
+    whole one."""
     from timm.data import Mixup
     from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
     from timm.optim import create_optimizer_v2
@@ -259,8 +283,19 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
     out = Path(out_dir)
     torch.manual_seed(spec.seed + rank)
     v = spec.values
+    schedule = prepare is None
+    if not schedule:
+        if not spec.tag:
+            raise ValueError(f"prepare: run {spec.name} prepares its own model; give it a RunSpec.tag naming that "
+                             "configuration (in the run's name and hash)")
+        if float(v.get("shrink_start_epoch", 0)) or float(v.get("shrink_epochs", 0)):
+            raise ValueError(f"prepare: recipe {spec.recipe} has a keep-rate warm-up (shrink_start_epoch / "
+                             "shrink_epochs), which a prepared model does not follow; accepted: both 0")
     train_dl, eval_dl, classes, sampler = build_data(spec, data_root, world, rank, limits)
-    model = build_model(spec, int(v.get("num_classes", classes)), init_dir).to(dev)
+    model = build_model(spec, int(v.get("num_classes", classes)), init_dir, init_file)
+    if prepare is not None:
+        model = prepare(model)
+    model = model.to(dev)
     if int(v.get("num_classes", classes)) != classes:
         raise ValueError(f"num_classes: the recipe says {v['num_classes']}, {spec.dataset} has {classes}")
     epochs = int(limits.epochs or v["epochs"])
@@ -289,6 +324,10 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
         if state["spec_hash"] != spec.spec_hash():
             raise ValueError(f"out_dir: {ck} is a checkpoint of run {state['spec_hash']}, not of {spec.spec_hash()} "
                              f"({spec.name}); use another --out")
+        if state.get("limits", _limits_record(Limits())) != _limits_record(limits):
+            raise ValueError(f"out_dir: {ck} was trained under limits {state.get('limits')}, not "
+                             f"{_limits_record(limits)}; use another --out (a shortened run never continues as "
+                             "another)")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
@@ -305,7 +344,8 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
         for i, (x, y) in enumerate(train_dl):
             if i >= steps:
                 break
-            model.keep_rate = _keep_rate(spec, epoch + i / steps)
+            if schedule:
+                model.keep_rate = _keep_rate(spec, epoch + i / steps)
             x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
             if mix is not None:
                 x, y = mix(x, y)
@@ -320,17 +360,20 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
                 ema.update(model)
             total += float(loss.detach()) * len(x)
             n += len(x)
-        keep = _keep_rate(spec, epoch + 1)     # the rate the epoch's model is evaluated (and saved) at
-        model.keep_rate = keep
+        keep = _keep_rate(spec, epoch + 1) if schedule else spec.keep_rate   # the rate the epoch is evaluated at
+        if schedule:
+            model.keep_rate = keep
         row = {"epoch": epoch, "lr": opt.param_groups[0]["lr"], "keep_rate": keep,
                "loss": total / max(n, 1), "images": n * world, "seconds": round(time.perf_counter() - t0, 2),
                "top1": _evaluate(model, eval_dl, dev, world)}
         if ema is not None:
-            ema.module.keep_rate = keep
+            if schedule:
+                ema.module.keep_rate = keep
             row["top1_ema"] = _evaluate(ema.module, eval_dl, dev, world)
         history.append(row)
         if rank == 0:
             state = {"spec_hash": spec.spec_hash(), "spec": dataclasses.asdict(spec), "epoch": epoch,
+                     "limits": _limits_record(limits), "epochs": epochs,
                      "history": history, "model": model.state_dict(), "optimizer": opt.state_dict(),
                      "scheduler": sched.state_dict(), "ema": None if ema is None else ema.state_dict()}
             _save(ck, state)
@@ -345,9 +388,32 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
     best = max(history, key=lambda r: max(r["top1"], r.get("top1_ema", -1.0))) if history else None
     summary = {"spec": dataclasses.asdict(spec), "spec_hash": spec.spec_hash(), "world_size": world,
                "global_batch": global_batch, "lr": lr, "steps_per_epoch": steps, "history": history, "best": best,
-               "resumed_from": resumed, "limits": dataclasses.asdict(limits)}
+               "resumed_from": resumed, "limits": dataclasses.asdict(limits), "epochs": epochs,
+               "recipe_epochs": int(v["epochs"]),
+               "shortened": _limits_record(limits) != _limits_record(Limits()) or epochs < int(v["epochs"])}
     if rank == 0:
         from tokenprune.utils.io import write_json
 
         write_json(out / "summary.json", summary)
     return summary
+
+
+def load_trained(spec: RunSpec, out_dir: str | os.PathLike, num_classes: int,
+                 prepare: Optional[PrepareFn] = None) -> tuple[nn.Module, dict]:
+    """The model of the finished run in ``out_dir`` (its last epoch's weights, in eval mode, pruning as it was
+    evaluated: ``spec.keep_rate``, or as ``prepare`` set it) and its summary. Raises FileNotFoundError when the run
+    has no summary, ValueError when it is another run's."""
+    out = Path(out_dir)
+    if not (out / "summary.json").is_file():
+        raise FileNotFoundError(f"out_dir: {out} holds no finished run of {spec.name} (no summary.json)")
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    if summary["spec_hash"] != spec.spec_hash():
+        raise ValueError(f"out_dir: {out} holds run {summary['spec_hash']}, not {spec.spec_hash()} ({spec.name})")
+    state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
+    model = build_model(spec, num_classes, load_init=False)
+    if prepare is not None:
+        model = prepare(model)
+    model.load_state_dict(state["model"])
+    if prepare is None:
+        model.keep_rate = spec.keep_rate
+    return model.eval(), summary
