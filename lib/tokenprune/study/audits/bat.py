@@ -57,6 +57,7 @@ from tokenprune.measure.trend import Trend, trend_contrast
 from tokenprune.methods.bat import dpc_knn
 from tokenprune.methods.tome import tome_schedule
 from tokenprune.study import figures as viz
+from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import BAT, EVIT, TOME
 from tokenprune.measure.power import Design
@@ -111,10 +112,17 @@ PARAMETERS: dict[str, str] = {
     "photos": "photos shown",
     "deit_weights": "paper profile: local DeiT-S checkpoint (deit_small_patch16_224-cd65a155.pth)",
     "imagenet_root": "paper profile: ImageNet folders (see data/README.md)",
+    "paper_train_keep_rates": "paper profile: keep rates of Table 1 at which BAT-DeiT-S is trained as its logs did "
+                              "(0.6-0.2: recipe bat_deit_s_finetune, about 6 A100-hours each; 0.7: bat_deit_s_scratch, "
+                              "300 epochs, about 73)",
+    "bat_weights_dir": "paper profile, optional: folder of the user's BAT-DeiT-S checkpoints, bat_deit_s_keep<r>.pth "
+                       "(loaded instead of training that keep rate)",
+    **paper_runs.TRAINING_PARAMETERS,
 }
 
 _COMMON = {"seed": 0, "num_clusters": 4, "k": 5, "pair_fraction": 0.0, "merge_weight": "attention",
-           "deit_weights": None, "imagenet_root": None}
+           "deit_weights": None, "imagenet_root": None, "paper_train_keep_rates": [0.6, 0.5, 0.4, 0.3, 0.2],
+           "bat_weights_dir": "", **paper_runs.TRAINING_SETTINGS}
 
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": {**_COMMON, "proxy_model": f"{calibration.PROXY}_smoke", "n_eval": 128, "n_full": 128, "n_div": 32, "keep_rates": [0.7, 0.3],
@@ -135,8 +143,8 @@ PROFILES: dict[str, dict[str, Any]] = {
               "bench_model": "deit_small_patch16_224", "measure_macs": True, "figure_model": "vit_s14",
               "figure_img": 224, "photos": 5, "ft_batch": 64, "ablations": "all", "sweep_batch": 256, "threads": 0},
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
-    "ranges": {"num_clusters": (1, None), "k": (1, None), "pair_fraction": (0.0, 0.999), "n_eval": (1, None), "n_full": (0, None), "n_div": (1, None), "bench_batch": (1, None), "bench_rounds": (1, None), "finetune_steps": (0, None), "figure_img": (1, None), "photos": (0, None), "ft_batch": (1, None), "sweep_batch": (1, None), "threads": (0, None), "keep_rates": (0.001, 1.0), "ablation_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "finetune_keep_rates": (0.001, 1.0), "bench_keep_rates": (0.001, 1.0), "seed": (0, None)},
-    "choices": {"merge_weight": ["attention", "size", "uniform"], "dtype": ["fp32", "bf16"],
+    "ranges": {"num_clusters": (1, None), "k": (1, None), "pair_fraction": (0.0, 0.999), "n_eval": (1, None), "n_full": (0, None), "n_div": (1, None), "bench_batch": (1, None), "bench_rounds": (1, None), "finetune_steps": (0, None), "figure_img": (1, None), "photos": (0, None), "ft_batch": (1, None), "sweep_batch": (1, None), "threads": (0, None), "keep_rates": (0.001, 1.0), "ablation_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "finetune_keep_rates": (0.001, 1.0), "bench_keep_rates": (0.001, 1.0), "seed": (0, None), **paper_runs.TRAINING_RANGES},
+    "choices": {"paper_train_keep_rates": [0.7, 0.6, 0.5, 0.4, 0.3, 0.2], "merge_weight": ["attention", "size", "uniform"], "dtype": ["fp32", "bf16"],
                 "ablations": ["few", "all"], "figure_model": ["vit_s14", "random_tiny"],
                 "proxy_model": ["vit_s14_fmnist_ft", "vit_s14_fmnist_ft_smoke", "small_vit_cfmnist", "small_vit_cfmnist_smoke", "small_vit_fmnist", "small_vit_fmnist_smoke",
                                 "small_vit_parts", "small_vit_parts_smoke", "deit_small_patch16_224"]},
@@ -1263,8 +1271,50 @@ def file_finetune_claims(rep: Any, summary: pd.DataFrame, gaps: Mapping[float, l
 # ----------------------------------------------------------------------------------------------
 
 
-def file_top1_claims(rep: Any) -> None:
-    """BAT's ImageNet top-1 figures (DeiT-S per keep rate, DeiT-T, LV-ViT-S): real training, not testable here."""
+def bat_run(cfg: Any, r: float) -> "paper_runs.TrainedRun":
+    """BAT-DeiT-S at keep ``r`` as BAT's log of that row trained it (``log_start``: fine-tuned 30 epochs from DeiT-S,
+    recipe ``bat_deit_s_finetune``, or from scratch, ``bat_deit_s_scratch``), with the notebook's operator options
+    (:func:`bat_options`); the user's ``bat_weights_dir/bat_deit_s_keep<r>.pth`` when it exists."""
+    import dataclasses
+
+    scratch = BAT_S["log_start"][r] == "from scratch"
+    spec = paper_runs.recipe_run("bat_deit_s_scratch" if scratch else "bat_deit_s_finetune", keep_rate=r)
+    spec = dataclasses.replace(spec, reducer_options=tuple(sorted(bat_options(cfg).items())))
+    given = Path(cfg.bat_weights_dir) / f"bat_deit_s_keep{r:g}.pth" if cfg.bat_weights_dir else None
+    return paper_runs.trained_model(spec, cfg, cfg.imagenet_root, None if scratch else cfg.deit_weights,
+                                    given=str(given) if given is not None and given.is_file() else None)
+
+
+def paper_scale_top1(rep: Any, cfg: Any, proxy: SimpleNamespace) -> pd.DataFrame:
+    """``paper`` profile: BAT-DeiT-S trained at each of ``cfg.paper_train_keep_rates`` (:func:`bat_run`) on the
+    notebook's ImageNet validation images (``proxy.full_images``), each Table 1 figure decided under its own id
+    (:func:`tokenprune.study.paper_runs.paper_scale_id`) by the rule of 01's and 03's top-1 claims: the 95 %
+    bootstrap interval contains the printed value, once the run trained the recipe's whole schedule. The last
+    epoch's weights are evaluated (the logs report the maximum over epochs, which can only be higher). Returns
+    the table."""
+    rows = []
+    for r in cfg.paper_train_keep_rates:
+        run = bat_run(cfg, float(r))
+        p = evaluation.predict(run.model, proxy.full_images, proxy.full_labels, batch=cfg.sweep_batch, dtype=cfg.dtype)
+        ci = metrics.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
+        want = BAT_S["keep"][r]["top1"]
+        rows.append({"keep_rate": r, "source": run.source, "epochs": run.epochs_trained, **ci_columns(ci, "top1", 100),
+                     "paper_top1": want})
+        decision = paper_runs.full_schedule_premise([run]).gate(
+            verdicts.Magnitude(want, 0.0, unit="% top-1").decide(ci.estimate * 100, ci.low * 100, ci.high * 100))
+        rep.add_claim(id=paper_runs.paper_scale_id(f"bat.top1.deit_s.keep{r:g}"), paper="bat",
+                      statement=f"DeiT-S with BAT at keep rate {r:g} reaches {want} % ImageNet top-1",
+                      source="BAT Table 1", paper_value=want, our_value=round(ci.estimate * 100, 2),
+                      ci=[round(ci.low * 100, 2), round(ci.high * 100, 2)], unit="% top-1", decision=decision,
+                      why=f"{run.describe()}; {len(p.labels)} ImageNet validation images (class-balanced), 95 % "
+                          "bootstrap interval; last epoch's weights")
+    return pd.DataFrame(rows)
+
+
+def file_top1_claims(rep: Any, cfg: Any = None, proxy: Optional[SimpleNamespace] = None) -> pd.DataFrame:
+    """BAT's ImageNet top-1 figures (DeiT-S per keep rate, DeiT-T, LV-ViT-S): real training, not testable here; at
+    the ``paper`` profile also :func:`paper_scale_top1` (returned; empty elsewhere)."""
+    table = paper_scale_top1(rep, cfg, proxy) if cfg is not None and cfg.profile == "paper" else pd.DataFrame()
     for r in PAPER_KEEP:
         start, ep = BAT_S["log_start"][r], BAT_S["log_epochs"][r]
         rep.add_claim(id=f"bat.top1.deit_s.keep{r:g}", paper="bat",
@@ -1291,6 +1341,7 @@ def file_top1_claims(rep: Any) -> None:
                   decision=not_testable(REAL_TRAINING.format(
                       what="an LV-ViT-S implementation (timm has none) trained with BAT and token labelling on "
                            "ImageNet-1k")))
+    return table
 
 
 def file_lv_vit_mac_claim(rep: Any) -> None:

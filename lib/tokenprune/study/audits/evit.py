@@ -37,7 +37,7 @@ from tokenprune.measure.evaluation import PruneConfig, Predictions
 from tokenprune.measure.power import Design
 from tokenprune.methods import oracle  # registers the oracle_attention scorer
 from tokenprune.study import figures as viz
-from tokenprune.study import verdicts
+from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import EVIT, EVIT_TEXT
 from tokenprune.study.audits import calibration
@@ -100,12 +100,19 @@ PARAMETERS: dict[str, str] = {
     "paper_eval_images": "paper profile: ImageNet validation images evaluated (0: all)",
     "imagenet_root": "paper profile: ImageNet folder with train/ and val/ (required there)",
     "deit_s_weights": "paper profile: local DeiT-S checkpoint (deit_small_patch16_224-cd65a155.pth; required there)",
-    "evit_weights": "paper profile, optional: local EViT-DeiT-S checkpoint trained at keep 0.7",
+    "evit_weights": "paper profile, optional: local EViT-DeiT-S checkpoint trained at keep 0.7 with fusion (else "
+                    "the notebook trains it: recipe evit_deit_s_finetune)",
+    "paper_train_keep_rates": "paper profile: keep rates at which EViT-DeiT-S is fine-tuned (recipe "
+                              "evit_deit_s_finetune, 7.3 A100-hours each) for Table 2's trained rows",
+    "paper_train_dropped": "paper profile: also fine-tune each of paper_train_keep_rates without fusion (Table 2's "
+                           "'without fusion' column)",
+    **paper_runs.TRAINING_PARAMETERS,
 }
 
 _SMALL = {"sweep_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3], "ft_keep": 0.7, "oracle_keep": 0.5, "hires_img_size": 32, "margin_pp": 0.5,
           "side_keep_rates": [0.7], "parts_keep_rates": [0.7, 0.5]}
-_PATHS = {"paper_eval_images": 0, "imagenet_root": "", "deit_s_weights": "", "evit_weights": ""}
+_PATHS = {"paper_eval_images": 0, "imagenet_root": "", "deit_s_weights": "", "evit_weights": "",
+          "paper_train_keep_rates": [0.7], "paper_train_dropped": False, **paper_runs.TRAINING_SETTINGS}
 
 #: the notebook's settings per profile (meanings: :data:`PARAMETERS`)
 PROFILES: dict[str, dict[str, Any]] = {
@@ -142,7 +149,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "small_bench_batch": 256, "small_bench_rounds": 10, "train_bench_rounds": 10, "t2t_bench_model": "deit_small_patch16_224",
                 "t2t_bench_batch": 64, "t2t_bench_rounds": 10, **_PATHS},
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
-    "ranges": {"proxy_eval_images": (0, None), "batch": (1, None), "bench_rounds": (1, None), "batch_deit_b": (1, None), "warmup": (0, None), "ft_keep": (0.001, 1.0), "oracle_keep": (0.001, 1.0), "hires_img_size": (1, None), "margin_pp": (0.0, None), "eval_images": (1, None), "parts_eval_images": (1, None), "eval_batch": (1, None), "oracle_images": (1, None), "oracle_img_size": (1, None), "photo_size": (1, None), "n_photos": (0, None), "n_dataset_images": (0, None), "small_bench_batch": (1, None), "small_bench_rounds": (1, None), "train_bench_rounds": (1, None), "t2t_bench_batch": (1, None), "t2t_bench_rounds": (1, None), "paper_eval_images": (0, None), "bench_keep_rates": (0.001, 1.0), "bench_keep_rates_deit_b": (0.001, 1.0), "sweep_keep_rates": (0.001, 1.0), "side_keep_rates": (0.001, 1.0), "parts_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "seed": (0, None)},
+    "ranges": {"proxy_eval_images": (0, None), "batch": (1, None), "bench_rounds": (1, None), "batch_deit_b": (1, None), "warmup": (0, None), "ft_keep": (0.001, 1.0), "oracle_keep": (0.001, 1.0), "hires_img_size": (1, None), "margin_pp": (0.0, None), "eval_images": (1, None), "parts_eval_images": (1, None), "eval_batch": (1, None), "oracle_images": (1, None), "oracle_img_size": (1, None), "photo_size": (1, None), "n_photos": (0, None), "n_dataset_images": (0, None), "small_bench_batch": (1, None), "small_bench_rounds": (1, None), "train_bench_rounds": (1, None), "t2t_bench_batch": (1, None), "t2t_bench_rounds": (1, None), "paper_eval_images": (0, None), "bench_keep_rates": (0.001, 1.0), "bench_keep_rates_deit_b": (0.001, 1.0), "sweep_keep_rates": (0.001, 1.0), "side_keep_rates": (0.001, 1.0), "parts_keep_rates": (0.001, 1.0), "finetune_seeds": (0, None), "seed": (0, None), "paper_train_keep_rates": (0.001, 0.999), **paper_runs.TRAINING_RANGES},
     "choices": {"dtype": ["fp32", "bf16"], "bench_models": ["deit_tiny_patch16_224", "deit_small_patch16_224",
                                                              "deit_base_patch16_224"]},
 }
@@ -390,7 +397,9 @@ def pending_training_claims(rep: Any, skip: Sequence[str] = ("evit.top1.deit_s.k
                                                  f"{pk[col]} % ImageNet top-1",
                                source="EViT README / Table 2", paper_value=pk[col], unit="% top-1",
                                why=f"{_IMAGENET_FT} at keep {k:g} {with_} fusion, then ImageNet val (the paper profile "
-                                   "evaluates a given checkpoint: -p evit_weights)"))
+                                   f"trains it, recipe evit_deit_s_finetune, and decides {paper_runs.paper_scale_id(cid)}: "
+                                   f"-p paper_train_keep_rates [{k:g}]" + ("" if red == "fused" else
+                                                                           " -p paper_train_dropped true") + ")"))
     e4 = EVIT_TEXT["longer_training_epochs"]
     claims += [
         dict(id="evit.t4.longer_training_improves", source="EViT Sec. 4.2 (Table 4)", paper_value=None, unit="% top-1",
@@ -530,10 +539,38 @@ def _top1_row(weights: str, reducer: Optional[str], keep: float, p: Predictions,
             "agreement": agreement, "paper_top1": paper_top1}
 
 
+def _keep_claim_id(keep: float, reducer: str) -> str:
+    """The id of Table 2's claim for EViT-DeiT-S trained at ``keep`` with (``fuse_attention``) or without fusion."""
+    return f"evit.top1.deit_s.keep{keep:g}" + ("" if reducer == "fuse_attention" else ".dropped")
+
+
+def paper_runs_wanted(cfg: Any) -> list[tuple[float, str]]:
+    """``(keep rate, reducer)`` of every EViT-DeiT-S the paper profile trains: each of ``paper_train_keep_rates``
+    with fusion, and without it when ``paper_train_dropped``."""
+    reducers = ["fuse_attention"] + (["drop"] if cfg.paper_train_dropped else [])
+    return [(float(k), red) for k in cfg.paper_train_keep_rates for red in reducers]
+
+
+def evit_run(cfg: Any, keep: float, reducer: str) -> "paper_runs.TrainedRun":
+    """EViT-DeiT-S at ``keep`` with ``reducer``: ``cfg.evit_weights`` for keep 0.7 with fusion when given, else the
+    recipe ``evit_deit_s_finetune`` (EViT's finetune.sh) at that keep rate, trained from ``cfg.deit_s_weights`` on
+    ``cfg.imagenet_root`` (or loaded from ``cfg.runs_dir`` when a run finished there)."""
+    import dataclasses
+
+    spec = paper_runs.recipe_run("evit_deit_s_finetune")
+    if (keep, reducer) != (spec.keep_rate, spec.reducer):
+        spec = dataclasses.replace(spec, keep_rate=keep, reducer=reducer)
+    given = cfg.evit_weights if (keep, reducer) == (0.7, "fuse_attention") and cfg.evit_weights else None
+    return paper_runs.trained_model(spec, cfg, cfg.imagenet_root, cfg.deit_s_weights, given=given)
+
+
 def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
-    """``paper`` profile: DeiT-S on ImageNet val off the shelf at every keep rate, fused and dropped, and (given
-    ``cfg.evit_weights``) the EViT checkpoint at keep 0.7, with the top-1 claims; elsewhere the keep-0.7 claim
-    is filed as not testable. Returns the table (empty outside ``paper``)."""
+    """``paper`` profile: DeiT-S on ImageNet val off the shelf at every keep rate, fused and dropped, and EViT-DeiT-S
+    trained at each of :func:`paper_runs_wanted` (:func:`evit_run`: the given checkpoint, a finished run, or trained
+    here), each with its top-1 claim under an id of its own (:func:`tokenprune.study.paper_runs.paper_scale_id`),
+    decided by the same rule (the 95 % bootstrap interval contains the paper's figure) once the run trained the
+    recipe's whole schedule. Elsewhere the keep-0.7 claim is filed as not testable. Returns the table (empty outside
+    ``paper``)."""
     if cfg.profile != "paper":
         rep.add_claim(**_KEEP07_CLAIM, decision=verdicts.not_testable(
             "needs ImageNet-1k validation images and DeiT-S / EViT weights (not on this machine); the paper profile "
@@ -544,8 +581,9 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
 
     seed = cfg.seed
     in1k = data.load_dataset("imagenet", root=cfg.imagenet_root, val_fraction=0.0)
+    # DeiT's and EViT's evaluation crop: resize to 256 (bicubic), centre 224
     in_pre = tp_train.Preprocess(224, channels=3, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
-                                 resize="bilinear", crop_ratio=0.875)
+                                 resize="bicubic", crop_ratio=0.875)
     dev_in = "cuda" if torch.cuda.is_available() else "cpu"
 
     val = in1k["test"]
@@ -557,15 +595,18 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
                                            preprocess=in_pre, progress=False)
         return evaluation.Predictions(logits, labels)
 
-    def load(weights: str, keep: float):
-        m = timm.create_model("deit_small_patch16_224", pretrained=False)
-        load_checkpoint(m, str(Path(weights).expanduser()), strict=True)
-        return patch(m, keep_rate=keep)
+    def top1_claim(cid: str, statement: str, row: dict, paper: float, why: str, premise=None) -> None:
+        decision = verdicts.Magnitude(paper, 0.0, unit="% top-1").decide(row["top1"], row["top1_low"],
+                                                                          row["top1_high"])
+        rep.add_claim(id=paper_runs.paper_scale_id(cid), paper="evit", statement=statement,
+                      source="EViT README / Table 2", paper_value=paper, our_value=round(row["top1"], 2),
+                      ci=[round(row["top1_low"], 2), round(row["top1_high"], 2)], unit="% top-1",
+                      decision=decision if premise is None else premise.gate(decision),
+                      why=f"{why}; ImageNet val, {len(val)} images, 95 % bootstrap interval of top-1")
 
-    def top1_decision(row: dict, paper: float):
-        return verdicts.Magnitude(paper, 0.0, unit="% top-1").decide(row["top1"], row["top1_low"], row["top1_high"])
-
-    deit = load(cfg.deit_s_weights, 1.0)
+    deit = timm.create_model("deit_small_patch16_224", pretrained=False)
+    load_checkpoint(deit, str(Path(cfg.deit_s_weights).expanduser()), strict=True)
+    deit = patch(deit, keep_rate=1.0)
     in_full = imagenet_predictions(deit)
     paper_rows = []
     for red in ("fuse_attention", "drop"):
@@ -576,24 +617,24 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
                                         seed))
     base_top1 = _DEIT_S["baseline"]["top1"]
     paper_rows.insert(0, _top1_row("DeiT-S", None, 1.0, in_full, None, base_top1, seed))
-    r0 = paper_rows[0]
-    rep.add_claim(id="evit.top1.deit_s.baseline", paper="evit", statement=f"DeiT-S reaches {base_top1} % ImageNet top-1",
-                  source="EViT README / Table 2", paper_value=base_top1, our_value=round(r0["top1"], 2),
-                  ci=[round(r0["top1_low"], 2), round(r0["top1_high"], 2)], unit="% top-1",
-                  decision=top1_decision(r0, base_top1), why="ImageNet val, 95 % bootstrap interval of top-1")
-    if cfg.evit_weights:
-        paper_rows.append(_top1_row("EViT-DeiT-S (trained at 0.7)", "fuse_attention", 0.7,
-                                    imagenet_predictions(load(cfg.evit_weights, 0.7)), in_full,
-                                    _DEIT_S["keep"][0.7]["top1"], seed))
-        r = paper_rows[-1]
-        rep.add_claim(**_KEEP07_CLAIM, our_value=round(r["top1"], 2), ci=[round(r["top1_low"], 2),
-                      round(r["top1_high"], 2)], decision=top1_decision(r, _DEIT_S["keep"][0.7]["top1"]),
-                      why="EViT-DeiT-S checkpoint at keep 0.7 on ImageNet val")
-    else:
-        off = paper_rows[[r["keep_rate"] for r in paper_rows].index(0.7)]
-        rep.add_claim(**_KEEP07_CLAIM, decision=verdicts.not_testable(
-            f"needs EViT-trained weights (evit_weights); DeiT-S pruned off the shelf at keep 0.7 reaches "
-            f"{off['top1']:.2f} %"))
+    top1_claim("evit.top1.deit_s.baseline", f"DeiT-S reaches {base_top1} % ImageNet top-1", paper_rows[0],
+               base_top1, f"the DeiT-S checkpoint {cfg.deit_s_weights}")
+    rep.add_claim(**_KEEP07_CLAIM, decision=verdicts.not_testable(
+        f"decided at paper scale as {paper_runs.paper_scale_id(_KEEP07_CLAIM['id'])} (trained EViT-DeiT-S)"
+        if 0.7 in [k for k, _ in paper_runs_wanted(cfg)] else
+        "paper_train_keep_rates does not hold 0.7: EViT-DeiT-S at keep 0.7 is not trained in this run"))
+    for keep, red in paper_runs_wanted(cfg):
+        run = evit_run(cfg, keep, red)
+        fused = red == "fuse_attention"
+        paper = _DEIT_S["keep"][keep]["top1" if fused else "top1_no_fusion"] if keep in _DEIT_S["keep"] else None
+        row = _top1_row(f"EViT-DeiT-S (trained at {keep:g}, {run.source})", red, keep,
+                        imagenet_predictions(run.model), in_full, paper, seed)
+        paper_rows.append(row)
+        if paper is None:
+            continue          # a keep rate the paper prints no figure for: in the table only
+        top1_claim(_keep_claim_id(keep, red), f"DeiT-S trained with EViT at keep {keep:g} "
+                   f"{'with' if fused else 'without'} fusion reaches {paper} % ImageNet top-1", row, paper,
+                   run.describe(), paper_runs.full_schedule_premise([run]))
     return pd.DataFrame(paper_rows)
 
 
