@@ -381,8 +381,9 @@ def analytic_claims(rep: Any, macs: pd.DataFrame) -> pd.DataFrame:
 
 
 _PENDING = "pending issue 14 (real training): "
-_IMAGENET_FT = ("EViT's fine-tuning of DeiT-S on ImageNet-1k (tokenprune.training.base_models.paper_recipes: 30 epochs, "
-                "8 GPUs, torchrun) or its 300-epoch training from scratch (16 A100s in the paper)")
+_IMAGENET_FT = ("EViT's fine-tuning of DeiT-S on ImageNet-1k (recipe evit_deit_s_finetune: 30 epochs, 8 GPUs, torchrun "
+                "-m tokenprune paper-train) or its 300-epoch training from scratch (evit_deit_s_scratch; 16 A100s in "
+                "the paper)")
 
 
 def pending_training_claims(rep: Any, skip: Sequence[str] = ("evit.top1.deit_s.keep0.7",)) -> list[str]:
