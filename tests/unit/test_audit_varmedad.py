@@ -525,3 +525,119 @@ def test_overlap_claim_needs_a_fine_tune_that_trains_the_embeddings():
         assert d.verdict == want, (base, d.why)
         if want == "inconclusive":
             assert "what the overlapping embedding changes" in d.why
+
+
+# ---------------------------------------------------------------------------------------------- paper profile (issue 15)
+from tokenprune.study import paper_runs  # noqa: E402
+from tokenprune.measure.evaluation import PruneConfig  # noqa: E402
+
+_TOME = SimpleNamespace(config=PruneConfig("cls_attention", "bipartite", 0.93, tuple(range(1, 13)), prop_attn=True,
+                                           name="tome"))
+_VAR = audit.fs("attention_variance", 0.5, name="variance")
+WHOLE = "premise failed: every training run trained its recipe's whole schedule"
+
+
+def _run_of(spec, shortened: bool) -> paper_runs.TrainedRun:
+    """A finished run of ``spec`` as paper_runs.trained_model returns it (its model dropped): one epoch under the
+    tests' limits, or the recipe's whole schedule."""
+    lim = {"batch_per_process": 2, "steps_per_epoch": 1, "epochs": 1} if shortened else {}
+    summary = {"history": [{}] * (1 if shortened else 30), "recipe_epochs": 30, "shortened": shortened,
+               "limits": {"batch_per_process": None, "steps_per_epoch": None, "epochs": None, "eval_images": None,
+                          "workers": 0, **lim}, "steps_per_epoch": 1 if shortened else 61, "global_batch": 2,
+               "lr": 1e-7}
+    return paper_runs.TrainedRun(spec, None, "trained", summary, f"/runs/{spec.name}")
+
+
+def _paper_cfg(**over):
+    return SimpleNamespace(**{"profile": "paper", "base_model": "deit_s_imagenet100", "temperature": 0.5,
+                              **paper_runs.TRAINING_SETTINGS, **over})
+
+
+def test_paper_temperature_is_one_the_recipe_trains():
+    assert audit.paper_temperatures() == [0.1, 0.5, 1.0, 2.0]
+    cfg = params.setup("03_variance_medad", "paper", {"temperature": 0.3})
+    with pytest.raises(ValueError, match=r"temperature: .*varmedad_deit_s_imagenet100.*fusion_temperature"):
+        audit.start(cfg)
+    audit.start(params.setup("03_variance_medad", "default", {"temperature": 0.3}))   # default: any T > 0
+
+
+def test_paper_runs_are_the_recipe_runs_one_per_configuration():
+    names = ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"]
+    specs = {n: audit.paper_ft_spec(n, 1, _VAR, _TOME, 0.5) for n in names}
+    assert len({s.name for s in specs.values()}) == len({s.spec_hash() for s in specs.values()}) == len(names)
+    assert all(s.recipe == audit.PAPER_RECIPE and s.seed == 1 and s["num_classes"] == 100 for s in specs.values())
+    assert {n: s.keep_rate for n, s in specs.items()} == {"variance": 0.6, "medad": 0.6, "evit": 0.6, "tome": 0.93,
+                                                          "unpruned": 1.0, "overlap_variance": 0.6, "medad_r03": 0.3}
+    assert specs["variance"].tag == "variance_T0.5" and specs["evit"].tag == "evit"
+    assert (specs["variance"].scorer, specs["tome"].reducer) == ("attention_variance", "bipartite")
+    # another recipe temperature is another run of the Eq. 8 configurations only
+    assert audit.paper_ft_spec("variance", 1, _VAR, _TOME, 1.0).name != specs["variance"].name
+    assert audit.paper_ft_spec("evit", 1, _VAR, _TOME, 1.0).spec_hash() == specs["evit"].spec_hash()
+    with pytest.raises(ValueError, match="0 runs match"):
+        audit.paper_ft_spec("evit", 1, _VAR, _TOME, 0.3)
+
+
+def test_ft_prepare_gives_the_overlap_embedding_and_the_configuration():
+    from tokenprune.training.paper_training import build_model
+
+    for name, patches, keep in (("overlap_variance", 18 * 18, 0.6), ("unpruned", 196, 1.0)):
+        spec = audit.paper_ft_spec(name, 0, _VAR, _TOME, 0.5)
+        m = audit.ft_prepare(name, _VAR, _TOME, 0.5)(build_model(spec, 100, load_init=False))
+        assert m.patch_embed.num_patches == patches and m.keep_rate[4] == pytest.approx(keep)
+
+
+def test_paper_data_must_have_the_recipe_classes(tmp_path):
+    from PIL import Image
+
+    for split in ("train", "val"):
+        for wnid in ("n01440764", "n99999999"):
+            (tmp_path / split / wnid).mkdir(parents=True)
+            Image.new("RGB", (8, 8)).save(tmp_path / split / wnid / "a.JPEG")
+    with pytest.raises(ValueError, match=r"data_root: .* 2 classes .*num_classes 100.*imagenet100_cmc.txt"):
+        audit._paper_data(SimpleNamespace(data_root=str(tmp_path)))
+
+
+@pytest.mark.parametrize("profile,shortened,want_id,want", [
+    ("default", True, "varmedad.obj5.variance_vs_evit", "reproduced"),       # no runs read at default
+    ("paper", True, "varmedad.paper_scale.obj5.variance_vs_evit", "inconclusive"),
+    ("paper", False, "varmedad.paper_scale.obj5.variance_vs_evit", "reproduced"),
+])
+def test_paper_margin_claim_has_its_own_id_and_needs_whole_runs(profile, shortened, want_id, want):
+    ft, ots, cfg = _margin_inputs(True)
+    cfg = SimpleNamespace(**{**vars(_paper_cfg(train_epochs=1 if shortened else 0)), **vars(cfg), "profile": profile})
+    for (name, s), p in ft.items():
+        p.extra["run"] = _run_of(audit.paper_ft_spec(name, s, _VAR, _TOME, 0.5), shortened)
+    rep = _Rep()
+    audit.margin_claim(rep, ft, 60000, 4000, cfg, "varmedad.obj5.variance_vs_evit", "variance", "evit", 0.22, "s",
+                       "src", ots_preds=ots)
+    c = rep.claims[0]
+    assert c["id"] == want_id and c["decision"].verdict == want
+    if want == "inconclusive":
+        assert c["decision"].why.startswith(WHOLE) and "1 of 30 epochs" in c["decision"].why
+    assert (audit.PAPER_RECIPE in c["why"]) == (profile == "paper")           # the recipe, not finetune_steps
+
+
+def test_paper_top1_claims_have_their_own_ids_and_need_whole_runs():
+    import pandas as pd
+
+    ft = pd.DataFrame([{"config": "variance", "seed": s, "top1": t} for s, t in zip((0, 1, 2), (0.85, 0.86, 0.87))])
+    for shortened, want in ((True, "inconclusive"), (False, "reproduced")):
+        ft.attrs.update(runs={("variance", s): _run_of(audit.paper_ft_spec("variance", s, _VAR, _TOME, 0.5), shortened)
+                              for s in (0, 1, 2)}, setting="the recipe")
+        rep = _Rep()
+        audit.top1_claims(rep, ft, "paper")
+        claims = {c["id"]: c for c in rep.claims}
+        assert claims["varmedad.paper_scale.top1.attention_variance"]["decision"].verdict == want   # 86 in [85, 87]
+        assert claims["varmedad.paper_scale.top1.evit"]["decision"].verdict == "not testable here"
+        assert not any(".top1." in i and ".paper_scale." not in i for i in claims)
+    rep = _Rep()
+    audit.top1_claims(rep, ft, "default")
+    assert all(c["id"].startswith("varmedad.top1.") and c["decision"].verdict == "not testable here"
+               for c in rep.claims)
+
+
+def test_paper_setting_states_the_recipe_and_its_limits():
+    whole = audit.ft_setting(_paper_cfg(), 126_689)
+    assert "varmedad_deit_s_imagenet100" in whole and "30 epochs" in whole and "shortened" not in whole
+    short = audit.ft_setting(_paper_cfg(train_batch_per_process=2, train_steps_per_epoch=1), 100)
+    assert "shortened by the limits {'batch_per_process': 2, 'steps_per_epoch': 1}" in short

@@ -9,6 +9,7 @@ random operation (seeds, subsets, training runs) is the notebook's.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import os
@@ -36,7 +37,7 @@ from tokenprune.measure.evaluation import PruneConfig, Predictions, paired_compa
 from tokenprune.measure.power import Design
 from tokenprune.methods.overlap import conv_grid, overlap_info, overlap_patch_embed
 from tokenprune.methods.varmedad import fusion_weight_distance, fusion_weight_spread
-from tokenprune.study import verdicts
+from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.figures import overlay_status
 from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.study.paper_numbers import VARMEDAD_SOURCE as SRC
@@ -53,7 +54,8 @@ __all__ = ["PARAMETERS", "PROFILES", "R_MAIN", "LOCS", "start", "paper_table", "
            "cluster_bootstrap_ci", "temperature_distance", "medad_axis", "variance_vs_medad", "medad_r03_claims",
            "background_share", "overlap_strides", "EFFECTS", "image_design", "seed_design", "cluster_design",
            "binding_gate", "moved_premise", "ft_config", "ft_runs", "ots_recipe", "ft_eval_images",
-           "build_cached_finetunes", "ft_setting", "FT_PREFIX", "trains_overlap_premise"]
+           "build_cached_finetunes", "ft_setting", "FT_PREFIX", "trains_overlap_premise", "PAPER_RECIPE",
+           "paper_temperatures", "paper_ft_spec", "ft_prepare", "ft_claim_id"]
 
 #: every setting of the notebook, with its meaning
 PARAMETERS = {
@@ -64,11 +66,14 @@ PARAMETERS = {
     "photo_size": "side in px of the real photos fed to the pretrained ViT-S/14",
     "photo_variants": "crops/flips per real photo (1-4)",
     "n_figure_photos": "photos in the kept-patch figure",
-    "finetune_steps": "optimiser steps per fine-tuning run (0 skips fine-tuning)",
-    "finetune_batch": "images per fine-tuning step",
-    "finetune_lr": "AdamW learning rate of fine-tuning (cosine decay to a tenth of it, no warm-up)",
+    "finetune_steps": "optimiser steps per fine-tuning run (0 skips fine-tuning); paper: only 0 (skip) or not, the "
+                      "runs train the recipe varmedad_deit_s_imagenet100's schedule (the train_* settings limit it)",
+    "finetune_batch": "images per fine-tuning step (paper: unused, the recipe's global batch; train_batch_per_process)",
+    "finetune_lr": "AdamW learning rate of fine-tuning (cosine decay to a tenth of it, no warm-up; paper: unused, the "
+                   "recipe's base_lr x global batch / 512)",
     "seeds": "fine-tuning seeds",
-    "temperature": "Eq. 8 temperature of the main configuration (the paper gives none; > 0)",
+    "temperature": "Eq. 8 temperature of the main configuration (the paper gives none; > 0; paper: one of the "
+                   "recipe varmedad_deit_s_imagenet100's fusion_temperature)",
     "bench_batch": "images per timed batch, DeiT-S at 224 px",
     "bench_rounds": "interleaved timing rounds",
     "bench_warmup": "untimed warm-up rounds",
@@ -83,6 +88,7 @@ PARAMETERS = {
     "seed": "seed of every random operation (subsets, bootstrap, random scorer)",
     "birds_model": "trained SynthBirds model (exact object masks) for the background-share test ('': none)",
     "n_birds": "SynthBirds test images for the background-share test",
+    **paper_runs.TRAINING_PARAMETERS,
 }
 
 PROFILES = {
@@ -92,7 +98,7 @@ PROFILES = {
               "bench_rounds": 1, "bench_warmup": 0, "measure_macs": False, "dtype": "fp32", "eval_batch": 96,
               "threads": 1, "falsify_keep_rates": [0.6], "finetune_configs": ["variance", "evit"],
               "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts_smoke",
-              "n_birds": 32},
+              "n_birds": 32, **paper_runs.TRAINING_SETTINGS},
     # default: the calibrated proxy of notebook 00 (16 tokens, 6 heads); 1000 of its 10,000 test images, as the sweep
     # runs 35 configurations (the full split would take over 10 min more on a 2-core CPU); every design's MDE is
     # also stated at the full split, so an undecided claim says whether the full split would decide it. Its
@@ -106,7 +112,7 @@ PROFILES = {
                 "eval_batch": 250, "threads": 1, "falsify_keep_rates": [0.6, 0.4],
                 "finetune_configs": ["variance", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"],
                 "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts",
-                "n_birds": 600},
+                "n_birds": 600, **paper_runs.TRAINING_SETTINGS},
     "paper": {"base_model": "deit_s_imagenet100", "s14_model": "", "n_eval": 5000, "n_rank": 512,
               "photo_size": 224, "photo_variants": 4, "n_figure_photos": 3, "finetune_steps": 15000,
               "finetune_batch": 256, "finetune_lr": 5e-5, "seeds": [0, 1, 2], "temperature": 0.5, "bench_batch": 64,
@@ -114,9 +120,10 @@ PROFILES = {
               "threads": 0, "falsify_keep_rates": [0.6, 0.4],
               "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"],
               "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts",
-              "n_birds": 2400},
+              "n_birds": 2400, **paper_runs.TRAINING_SETTINGS},
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
-    "ranges": {"n_eval": (1, None), "n_rank": (1, None), "photo_size": (1, None), "photo_variants": (1, None), "n_figure_photos": (0, None), "finetune_steps": (0, None), "finetune_batch": (1, None), "finetune_lr": (0.0, None), "temperature": (1e-06, None), "bench_batch": (1, None), "bench_rounds": (1, None), "bench_warmup": (0, None), "eval_batch": (1, None), "threads": (0, None), "seeds": (0, None), "falsify_keep_rates": (0.001, 1.0), "seed": (0, None), "n_birds": (1, None)},
+    "ranges": {"n_eval": (1, None), "n_rank": (1, None), "photo_size": (1, None), "photo_variants": (1, None), "n_figure_photos": (0, None), "finetune_steps": (0, None), "finetune_batch": (1, None), "finetune_lr": (0.0, None), "temperature": (1e-06, None), "bench_batch": (1, None), "bench_rounds": (1, None), "bench_warmup": (0, None), "eval_batch": (1, None), "threads": (0, None), "seeds": (0, None), "falsify_keep_rates": (0.001, 1.0), "seed": (0, None), "n_birds": (1, None),
+               **paper_runs.TRAINING_RANGES},
     "choices": {"dtype": ["fp32", "bf16"],
                 "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"]},
 }
@@ -356,12 +363,15 @@ def _interval(values, groups, seed: int) -> metrics.Interval:
 
 # ---------------------------------------------------------------------------------------------- setup
 def start(cfg: SimpleNamespace) -> int:
-    """Check the temperature, seed torch and numpy with ``cfg.seed`` and set ``cfg.threads`` torch threads
-    (on a shared 2-core CPU, two OpenMP threads on small matrices spin against other processes: a sweep of
-    the small ViT ran 17x slower with 2 threads than with 1 under load). Returns torch's default thread
-    count, which the throughput benchmark uses."""
+    """Check the temperature (at ``paper``: one the recipe trains, :func:`paper_temperatures`), seed torch and numpy
+    with ``cfg.seed`` and set ``cfg.threads`` torch threads (on a shared 2-core CPU, two OpenMP threads on small
+    matrices spin against other processes: a sweep of the small ViT ran 17x slower with 2 threads than with 1 under
+    load). Returns torch's default thread count, which the throughput benchmark uses."""
     if not cfg.temperature > 0:
         raise ValueError(f"temperature: must be > 0, got {cfg.temperature!r}")
+    if getattr(cfg, "profile", None) == "paper" and float(cfg.temperature) not in paper_temperatures():
+        raise ValueError(f"temperature: profile 'paper' fine-tunes by recipe {PAPER_RECIPE}, which trains T in "
+                         f"{paper_temperatures()} (its fusion_temperature); got {cfg.temperature!r}")
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
     default_threads = torch.get_num_threads()
@@ -427,44 +437,62 @@ def ft_recipe(recipe: train.TrainRecipe, n_rows: int, name: str, seed: int, cfg:
                            keep_start=0.0, train_subset=subset, val_subset=None, test_subset=None)
 
 
-def load_paper_subject(cfg: SimpleNamespace, device: str):
-    """DeiT-S and ImageNet-100 from local paths (profile paper); fails with a message naming what is missing.
-    Returns the ImageNet-1k DeiT-S with a fresh 100-class head (every fine-tuning run starts from it, as in the
-    paper), the unpruned model fine-tuned from it with the one recipe (the base of the off-the-shelf tests), the
-    recipe, the dataset and the evaluation images (resize 256, centre crop 224)."""
-    if not cfg.deit_weights or not os.path.isfile(str(cfg.deit_weights)):
-        raise FileNotFoundError(f"deit_weights: profile 'paper' needs a local DeiT-S checkpoint file "
-                                f"(deit_small_patch16_224-cd65a155.pth from facebookresearch/deit); got {cfg.deit_weights!r}")
-    ds = data.load_dataset("imagenet100", root=cfg.data_root)  # raises DatasetNotFoundError naming the expected folders
-    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-    recipe = train.TrainRecipe(
-        name="deit_s_imagenet100", arch={"builder": "timm_pretrained", "model": "deit_small_patch16_224",
-                                         "num_classes": 1000}, dataset="imagenet100", img_size=224,
-        preprocess={"channels": 3, "mean": list(IMAGENET_DEFAULT_MEAN), "std": list(IMAGENET_DEFAULT_STD),
-                    "resize": "bilinear", "crop_ratio": 0.875},
-        augment={"random_resized_crop": True, "hflip": True}, batch_size=cfg.finetune_batch, lr=cfg.finetune_lr,
-        weight_decay=0.05, label_smoothing=0.1, dtype="bf16")
-    init = models.build_model(recipe, init=cfg.deit_weights)
-    init.reset_classifier(ds["train"].features["label"].num_classes)
-    pre = train.Preprocess.from_recipe(recipe)
-    init.tp_preprocess = pre
-    base = copy.deepcopy(init)
-    finetune(base, ft_recipe(recipe, len(ds["train"]), "deit_s_imagenet100_unpruned", cfg.seed, cfg), ds["train"],
-             None, device=device, progress=True)
-    base = base.cpu().eval()
-    set_eager_attention(base, False)
+def _paper_data(cfg: SimpleNamespace):
+    """ImageNet-100 at ``cfg.data_root`` (ImageNet's folder format, all of ``train/`` for training as the recipe
+    trains on it); refuses a folder whose classes are not the recipe's: CMC's 100 WordNet ids
+    (:func:`tokenprune.data.datasets.imagenet100_classes`), ``num_classes`` of :data:`PAPER_RECIPE`."""
+    from tokenprune.training.recipe_book import load_recipe
+
+    ds = data.load_dataset("imagenet100", root=cfg.data_root, val_fraction=0.0)  # names the folders it expects
+    names, want = ds["train"].features["label"].names, data.imagenet100_classes()
+    n = int(load_recipe(PAPER_RECIPE)["num_classes"])
+    if len(names) != n or sorted(names) != sorted(want):
+        odd = sorted(set(names) ^ set(want))
+        raise ValueError(f"data_root: {cfg.data_root} has {len(names)} classes in train/; recipe {PAPER_RECIPE} "
+                         f"trains ImageNet-100, num_classes {n}: accepted is a folder whose classes are CMC's list "
+                         f"({data.IMAGENET100_CLASSES_FILE.name}; data.make_imagenet100 builds it from ImageNet); "
+                         f"{len(odd)} class(es) differ, e.g. {odd[:3]}")
+    return ds
+
+
+def _eval_crops(split, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` class-balanced images of ``split`` as uint8 ``[n, 3, 224, 224]`` (resize 256, centre crop 224) and
+    their labels."""
     from PIL import Image
-    idx = data.class_balanced_indices(ds["test"]["label"], min(cfg.n_eval, len(ds["test"])), cfg.seed)
+    idx = data.class_balanced_indices(split["label"], min(n, len(split)), seed)
     xs, ys = [], []
     for i in sorted(idx.tolist()):
-        row = ds["test"][int(i)]
+        row = split[int(i)]
         img = Image.open(row["path"]).convert("RGB") if "path" in row else Image.fromarray(np.asarray(row["image"]))
         sc = 256 / min(img.size)
         img = img.resize((max(224, round(img.width * sc)), max(224, round(img.height * sc))), Image.BILINEAR)
         left, top = (img.width - 224) // 2, (img.height - 224) // 2
         xs.append(torch.from_numpy(np.asarray(img.crop((left, top, left + 224, top + 224)))).permute(2, 0, 1))
         ys.append(int(row["label"]))
-    return init, base, recipe, ds, pre(torch.stack(xs)), torch.tensor(ys)
+    return torch.stack(xs), torch.tensor(ys)
+
+
+def load_paper_subject(cfg: SimpleNamespace, device: str):
+    """DeiT-S and ImageNet-100 from local paths (profile paper); fails with a message naming what is missing.
+    The base of the off-the-shelf tests is the ``unpruned`` configuration's run of the recipe :data:`PAPER_RECIPE`
+    with the first seed (:func:`paper_ft_spec`; :func:`tokenprune.study.paper_runs.trained_model`: loaded from
+    ``runs_dir`` when finished there, else trained there now from ``deit_weights`` with a fresh 100-class head),
+    which :func:`finetune_all` then loads as that run. Returns the base, the dataset and the evaluation images
+    (resize 256, centre crop 224, ImageNet's normalisation)."""
+    if not cfg.deit_weights or not os.path.isfile(str(cfg.deit_weights)):
+        raise FileNotFoundError(f"deit_weights: profile 'paper' needs a local DeiT-S checkpoint file "
+                                f"(deit_small_patch16_224-cd65a155.pth from facebookresearch/deit); got {cfg.deit_weights!r}")
+    ds = _paper_data(cfg)
+    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+    pre = train.Preprocess(224, channels=3, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD, resize="bilinear")
+    T = float(cfg.temperature)
+    spec = paper_ft_spec("unpruned", cfg.seeds[0], None, None, T)
+    run = paper_runs.trained_model(spec, cfg, cfg.data_root, cfg.deit_weights,
+                                   prepare=ft_prepare("unpruned", None, None, T), device=device)
+    base = run.model.cpu().eval()
+    set_eager_attention(base, False)
+    x_u8, y = _eval_crops(ds["test"], cfg.n_eval, cfg.seed)
+    return base, ds, pre(x_u8), y
 
 
 def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
@@ -476,8 +504,9 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     the base model's full test split (the largest scale of every accuracy design)."""
     s = SimpleNamespace()
     if cfg.profile == "paper":
-        s.ft_start, s.base, s.base_recipe, s.base_ds, s.x_eval, s.y_eval = load_paper_subject(cfg, device)
+        s.base, s.base_ds, s.x_eval, s.y_eval = load_paper_subject(cfg, device)
         s.n_test_split = len(s.base_ds["test"])
+        s.ft_start = None       # every paper run starts from the recipe's model (paper_training.build_model)
     else:
         s.base, base_info = models.load_base_model(cfg.base_model, train_if_missing=cfg.profile == "smoke",
                                                    progress=False)
@@ -1397,6 +1426,9 @@ def overlap_small(base, variance_cfg: PruneConfig, x_eval, y_eval, unpruned_pred
 #: name prefix of every fine-tuning run of this notebook (its cached outputs: ``vm_ft_<config>_s<seed>``, and the
 #: off-the-shelf reference of each pruned configuration: ``vm_ots_<config>``)
 FT_PREFIX = "vm"
+#: the recipe every fine-tuning run of the ``paper`` profile trains (lib/tokenprune/training/recipes/), on timm's
+#: training stack (:mod:`tokenprune.training.paper_training`)
+PAPER_RECIPE = "varmedad_deit_s_imagenet100"
 
 
 def ft_config(name: str, variance_cfg: PruneConfig, tome_match, T: float) -> Optional[PruneConfig]:
@@ -1410,24 +1442,58 @@ def ft_config(name: str, variance_cfg: PruneConfig, tome_match, T: float) -> Opt
             "medad_r03": fs("attention_medad", T, r=VM["medad_r03"]["keep_rate"], name="medad_r03")}[name]
 
 
+def _with_overlap(name: str, m: torch.nn.Module) -> torch.nn.Module:
+    """``m`` with the overlapping patch embedding when the configuration ``name`` is ``overlap_variance``."""
+    return overlap_patch_embed(m) if name == "overlap_variance" else m
+
+
 def ft_model(name: str, ft_start, variance_cfg: PruneConfig, tome_match, T: float):
     """A fresh copy of the fine-tuning start (with the overlapping patch embedding for ``overlap_variance``) and the
     configuration ``name`` fine-tunes with (:func:`ft_config`)."""
     evaluation.UNPRUNED.apply(ft_start)
-    m = copy.deepcopy(ft_start)
-    if name == "overlap_variance":
-        overlap_patch_embed(m)
-    return m, ft_config(name, variance_cfg, tome_match, T)
+    return _with_overlap(name, copy.deepcopy(ft_start)), ft_config(name, variance_cfg, tome_match, T)
 
 
-def ft_runs(cfg: SimpleNamespace, base_recipe: train.TrainRecipe, n_train_rows: int, variance_cfg: PruneConfig,
-            tome_match) -> list[tuple[str, int, train.TrainRecipe]]:
+def paper_temperatures() -> list[float]:
+    """The Eq. 8 temperatures :data:`PAPER_RECIPE` trains (its ``fusion_temperature``)."""
+    from tokenprune.training.recipe_book import load_recipe
+
+    return [float(t) for t in load_recipe(PAPER_RECIPE)["fusion_temperature"]]
+
+
+def paper_ft_spec(name: str, seed: int, variance_cfg: Optional[PruneConfig], tome_match, T: float):
+    """The run of :data:`PAPER_RECIPE` that fine-tunes configuration ``name`` with ``seed``: the recipe's run at
+    temperature ``T`` (a ValueError names the runs there are when it trains no such run) with the scorer, reducer
+    and keep rate of :func:`ft_config` (unpruned: keep 1), tagged with ``name`` (and ``T`` where the reducer reads
+    it), so each configuration is a run of its own in ``runs_dir``."""
+    c = ft_config(name, variance_cfg, tome_match, T) or evaluation.UNPRUNED
+    spec = paper_runs.recipe_run(PAPER_RECIPE, seed=seed, reducer_options=(("temperature", float(T)),))
+    opts = tuple(c.reducer_options)
+    tag = name + (f"_T{T:g}" if "temperature" in dict(opts) else "")
+    return dataclasses.replace(spec, tag=tag, scorer=c.scorer, reducer=c.reducer, reducer_options=opts,
+                               keep_rate=float(c.keep_rate))
+
+
+def ft_prepare(name: str, variance_cfg: Optional[PruneConfig], tome_match, T: float):
+    """``prepare(model) -> model`` of the paper run of ``name`` (:func:`tokenprune.training.paper_training.train_run`):
+    the overlapping patch embedding for ``overlap_variance``, then the configuration :func:`ft_config` (unpruned:
+    keep 1), as :func:`ft_model` prepares the default profile's runs."""
+    c = ft_config(name, variance_cfg, tome_match, T) or evaluation.UNPRUNED
+    return lambda m: c.apply(_with_overlap(name, m))
+
+
+def ft_runs(cfg: SimpleNamespace, base_recipe: Optional[train.TrainRecipe], n_train_rows: int,
+            variance_cfg: PruneConfig, tome_match) -> list[tuple[str, int, Any]]:
     """``(config, seed, recipe)`` of every fine-tuning run of the profile, in the notebook's order (seed, then
     configuration). The recipe is :func:`ft_recipe` with the configuration it prunes with recorded in ``extra``, so
-    that two configurations never share a recipe hash (the overlapping embedding is not in ``prune``)."""
+    that two configurations never share a recipe hash (the overlapping embedding is not in ``prune``); at ``paper``
+    it is the run of :data:`PAPER_RECIPE` (:func:`paper_ft_spec`; ``base_recipe`` unused)."""
     out = []
     for s in cfg.seeds:
         for name in cfg.finetune_configs:
+            if cfg.profile == "paper":
+                out.append((name, s, paper_ft_spec(name, s, variance_cfg, tome_match, float(cfg.temperature))))
+                continue
             c = ft_config(name, variance_cfg, tome_match, float(cfg.temperature))
             rec = ft_recipe(base_recipe, n_train_rows, f"{FT_PREFIX}_ft_{name}_s{s}", s, cfg, c)
             out.append((name, s, rec.replace(extra={**base_recipe.extra, "finetune_config": name,
@@ -1487,14 +1553,45 @@ def _train_and_measure(recipe: train.TrainRecipe, name: str, seed: int, trained:
     elif c is not None:
         c.apply(m, seed=seed)
     m = m.cpu().eval()
+    arrays, measured = _measured(m, train_s, cfg, images, labels)
+    return arrays, {"weights_sha256": weights_sha256(m, recipe.trainable), "weights_hashed": recipe.trainable or "all",
+                    **measured}
+
+
+def _measured(m: torch.nn.Module, train_s: float, cfg: SimpleNamespace, images, labels) -> tuple[dict, dict]:
+    """``m`` (on the CPU, in eval mode) on the fine-tuning evaluation images: the arrays the output cache stores
+    and the sidecar's measured part (training seconds, MACs, test accuracy)."""
     set_eager_attention(m, False)
     p = predict(m, images(), labels, batch=cfg.eval_batch, dtype=cfg.dtype)
     ci = metrics.bootstrap_ci(p.correct.astype(float), seed=0)
     return _logits_arrays(p), {
-        "weights_sha256": weights_sha256(m, recipe.trainable), "weights_hashed": recipe.trainable or "all",
         "train_time_s": round(train_s, 1), "gmacs": flops.analytic_macs(m).total / 1e9,
         "test": {"n": int(len(labels)), "accuracy": ci.estimate, "ci95": ci.ci, "eval_dtype": cfg.dtype,
                  "images": "the base model's test split" if cfg.profile == "default" else "the notebook's images"}}
+
+
+def _paper_train_and_measure(spec, name: str, trained: bool, variance_cfg, tome_match, cfg: SimpleNamespace, images,
+                             labels, device: str) -> tuple[dict, dict]:
+    """One paper run of :data:`PAPER_RECIPE` (:func:`tokenprune.study.paper_runs.trained_model`: loaded from
+    ``runs_dir`` when finished there, else trained there now) or, ``trained`` False, its off-the-shelf reference:
+    the run's start before any step (the DeiT-S init with a fresh head, prepared by :func:`ft_prepare`, built as
+    ``train_run`` builds it, torch seeded with the run's seed). Returns the arrays and sidecar of
+    :func:`_train_and_measure`, with ``run`` (the :class:`~tokenprune.study.paper_runs.TrainedRun`, its model
+    dropped; None for a reference) and ``loaded``."""
+    from tokenprune.training.paper_training import build_model
+
+    prepare = ft_prepare(name, variance_cfg, tome_match, float(cfg.temperature))
+    run, train_s = None, 0.0
+    if trained:
+        run = paper_runs.trained_model(spec, cfg, cfg.data_root, cfg.deit_weights, prepare=prepare, device=device)
+        m, run = run.model, dataclasses.replace(run, model=None)
+        train_s = sum(float(r["seconds"]) for r in run.summary["history"]) if run.summary else 0.0
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.seed)
+            m = prepare(build_model(spec, int(spec["num_classes"]), init_file=cfg.deit_weights))
+    arrays, measured = _measured(m.cpu().eval(), train_s, cfg, images, labels)
+    return arrays, {**measured, "run": run, "loaded": run is not None and run.source != "trained"}
 
 
 def finetune_all(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_match, cfg: SimpleNamespace,
@@ -1503,10 +1600,17 @@ def finetune_all(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_matc
     :func:`ft_eval_images`. At ``default`` the runs of the profile's settings are cached as their outputs
     (:mod:`tokenprune.training.run_outputs`, built by ``make models``; a missing one raises, naming it); runs of
     other settings and profiles are trained here and not kept.
+    At ``paper`` every run is one of :data:`PAPER_RECIPE` (:func:`_paper_train_and_measure`): each prediction's
+    ``extra["run"]`` and the table's ``attrs["runs"]`` (by (config, seed)) hold its
+    :class:`~tokenprune.study.paper_runs.TrainedRun`, ``attrs["setting"]`` the recipe in words (:func:`ft_setting`),
+    for the claims' premise that every run trained the whole schedule.
     Returns (per-seed table, fine-tuned predictions by (config, seed), off-the-shelf predictions by config, rows of
     the training split)."""
     rows, preds, refs, _ = _finetune_runs(subjects, variance_cfg, tome_match, cfg, device)
-    return pd.DataFrame(rows), preds, refs, len(subjects.base_ds["train"])
+    ft, n_train_rows = pd.DataFrame(rows), len(subjects.base_ds["train"])
+    if cfg.profile == "paper":
+        ft.attrs.update(runs={k: p.extra["run"] for k, p in preds.items()}, setting=ft_setting(cfg, n_train_rows))
+    return ft, preds, refs, n_train_rows
 
 
 def _finetune_runs(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_match, cfg: SimpleNamespace,
@@ -1521,17 +1625,22 @@ def _finetune_runs(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_ma
     cache = _ft_cache(cfg.profile)
     if cache is not None and not build and not _default_settings(cfg):
         cache = None   # another recipe than the cached ones: trained here, not kept beside the committed outputs
-    lazy = {}
+    lazy, paper = {}, cfg.profile == "paper"
 
     def source():
         if "train" not in lazy:
-            lazy["train"] = (subjects.base_ds["train"] if cfg.profile == "paper"
-                             else train.as_tensors(subjects.base_ds["train"]))
+            lazy["train"] = train.as_tensors(subjects.base_ds["train"])
         return lazy["train"]
 
     def one(rec, name, s, trained):
         from tokenprune.training import run_outputs
 
+        if paper:
+            arrays, info = _paper_train_and_measure(rec, name, trained, variance_cfg, tome_match, cfg, images, labels,
+                                                    device)
+            p = _as_predictions(arrays, labels, rec.name)
+            p.extra["run"] = info["run"]
+            return p, info
         run = functools.partial(_train_and_measure, rec, name, s, trained, subjects.ft_start, variance_cfg,
                                 tome_match, cfg, source, images, labels, device)
         if cache is None:
@@ -1545,18 +1654,21 @@ def _finetune_runs(subjects: SimpleNamespace, variance_cfg: PruneConfig, tome_ma
             arrays, info = run_outputs.ensure_outputs(rec, run, cache, force=force)
         return _as_predictions(arrays, labels, rec.name), info
 
-    runs = ft_runs(cfg, subjects.base_recipe, n_train_rows, variance_cfg, tome_match)
+    runs = ft_runs(cfg, None if paper else subjects.base_recipe, n_train_rows, variance_cfg, tome_match)
     for name, s, rec in runs:
-        if name != "unpruned" and name not in refs:
-            refs[name], info = one(ots_recipe(rec, name), name, 0, trained=False)
+        if name != "unpruned" and name not in refs:   # at paper: the start of this (the first seed's) run
+            refs[name], info = one(rec, name, s, False) if paper else one(ots_recipe(rec, name), name, 0, False)
             infos.append(info)
         p, info = one(rec, name, s, trained=True)
         infos.append(info)
         preds[(name, s)] = p
         ci = metrics.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
-        rows.append({"config": name, "seed": s, "gmacs": info["gmacs"], "top1": ci.estimate, "top1_low": ci.low,
-                     "top1_high": ci.high, "loaded": bool(info.get("loaded")), "train_time_s": info["train_time_s"],
-                     "recipe_hash": rec.recipe_hash()})
+        row = {"config": name, "seed": s, "gmacs": info["gmacs"], "top1": ci.estimate, "top1_low": ci.low,
+               "top1_high": ci.high, "loaded": bool(info.get("loaded")), "train_time_s": info["train_time_s"],
+               "recipe_hash": rec.spec_hash() if paper else rec.recipe_hash()}
+        if paper:
+            row.update(run=rec.name, source=info["run"].source, full_schedule=info["run"].full_schedule)
+        rows.append(row)
     return rows, preds, refs, infos
 
 
@@ -1604,13 +1716,42 @@ def seed_summary_table(ft: pd.DataFrame) -> pd.DataFrame:
 
 
 def ft_setting(cfg: SimpleNamespace, n_train_rows: int) -> str:
-    """What every fine-tuning run of ``cfg`` is, in words (for the claims' notes)."""
+    """What every fine-tuning run of ``cfg`` is, in words (for the claims' notes); at ``paper`` the recipe
+    :data:`PAPER_RECIPE` and the limits the settings put on it (:func:`_paper_setting`)."""
+    if getattr(cfg, "profile", None) == "paper":
+        return _paper_setting(cfg, n_train_rows)
     images = cfg.finetune_steps * cfg.finetune_batch
     trains = models.finetune_trainable(cfg.base_model)
     return (f"{cfg.base_model} fine-tuned with pruning in place for {cfg.finetune_steps} steps of {cfg.finetune_batch} "
             f"images ({images} images, {images / n_train_rows:.2f} epochs of its {n_train_rows}-image training split; "
             f"AdamW at {cfg.finetune_lr:g}, cosine to a tenth), training "
             + ("every weight" if trains is None else "only " + ", ".join(p.rstrip(".") for p in trains)))
+
+
+def _paper_setting(cfg: SimpleNamespace, n_train_rows: int) -> str:
+    """The paper runs' recipe in words: :data:`PAPER_RECIPE`'s schedule, and the limits of the ``train_*`` settings
+    when they shorten it (the test's)."""
+    from tokenprune.training.recipe_book import load_recipe
+
+    r = load_recipe(PAPER_RECIPE)
+    lim = {k: v for k, v in dataclasses.asdict(paper_runs.limits_of(cfg)).items()
+           if v is not None and k not in ("workers", "eval_images")}
+    return (f"{cfg.base_model}: recipe {PAPER_RECIPE} on timm's training stack with pruning in place ({r['model']} "
+            f"from {r['init']} with a fresh {r['num_classes']}-class head; {r['epochs']} epochs of its {n_train_rows}-"
+            f"image training split, {r['optimizer']} at {r['base_lr']:g} x global batch / 512 (global batch "
+            f"{r['global_batch']}), cosine to {r['min_lr']:g}, weight decay {r['weight_decay']:g}, mixup "
+            f"{r['mixup']:g} / cutmix {r['cutmix']:g}, RandAugment {r['auto_augment']}, random erasing "
+            f"{r['reprob']:g}, label smoothing {r['smoothing']:g}, drop path {r['drop_path']:g}, EMA "
+            f"{r['model_ema_decay']:g}, repeated augmentation {'on' if r.get('repeated_aug') else 'off'}; Eq. 8 T = "
+            f"{float(cfg.temperature):g}), training every weight; the settings finetune_steps/batch/lr do not apply"
+            + (f"; shortened by the limits {lim}" if lim else ""))
+
+
+def ft_claim_id(claim_id: str, profile: Optional[str]) -> str:
+    """The id a fine-tuned claim is filed under: at ``paper`` its paper-scale id
+    (:func:`tokenprune.study.paper_runs.paper_scale_id`: the verdicts on the paper's data and training may differ
+    from the proxy's), else ``claim_id``."""
+    return paper_runs.paper_scale_id(claim_id) if profile == "paper" else claim_id
 
 
 def trains_overlap_premise(cfg: SimpleNamespace) -> verdicts.Premise:
@@ -1633,7 +1774,11 @@ def margin_claim(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: Simpl
     t-interval of the difference, decided by ``rule`` (:data:`MARGIN_RULE`: above 0), gated on the seed-level
     design (effect in dispute: the paper's margin, ``|paper_value|``), once at least 3 seeds ran, the fine-tuning
     moved the model (:func:`moved_premise` against the off-the-shelf predictions ``ots_preds`` on the same images)
-    and every one of ``premises`` holds (premises, in that order)."""
+    and every one of ``premises`` holds (premises, in that order). At ``paper`` it is filed under its paper-scale id
+    (:func:`ft_claim_id`) and gated first on every run it uses having trained the recipe's whole schedule (each
+    prediction's ``extra["run"]``, :func:`finetune_all`)."""
+    profile = getattr(cfg, "profile", None)
+    cid = ft_claim_id(cid, profile)
     if (a not in cfg.finetune_configs) or (b not in cfg.finetune_configs) or cfg.finetune_steps <= 0:
         rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
                       unit="top-1 points", decision=verdicts.not_testable(
@@ -1653,6 +1798,9 @@ def margin_claim(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: Simpl
     for p in reversed(list(premises)):
         decision = p.gate(decision)
     decision = seeds.gate(moved.gate(decision))
+    if profile == "paper":
+        used = [ft_preds[(c, s)].extra["run"] for c in (a, b) for s in cfg.seeds]
+        decision = paper_runs.full_schedule_premise(used).gate(decision)
     per_seed = "; ".join(f"seed {r.seed}: {r.top1_diff * 100:+.2f} (McNemar p={r.mcnemar_p:.2g})" for r in df.itertuples())
     rep.add_claim(id=cid, paper="varmedad", statement=statement, source=source, paper_value=paper_value,
                   our_value=round(ss.mean, 3), ci=None if ss.n < 2 else [ss.low, ss.high],
@@ -1696,7 +1844,9 @@ def margin_claims(rep, ft_preds: dict, n_train_rows: int, n_test: int, cfg: Simp
 
 def top1_claims(rep, ft: pd.DataFrame, profile: str) -> None:
     """The paper's absolute top-1 numbers (Tables 2 and 3): at profile paper, the seed t-interval of our
-    fine-tuned DeiT-S must contain the printed value (at least 3 seeds); elsewhere not testable here."""
+    fine-tuned DeiT-S must contain the printed value (at least 3 seeds, every run of the recipe's whole schedule:
+    ``ft.attrs["runs"]``, :func:`finetune_all`), filed under the paper-scale ids (:func:`ft_claim_id`); elsewhere
+    not testable here."""
     top1, o = VM["matched"]["top1"], VM["overlap"]
     for key, name, pv in (("attention_variance", "variance", top1["attention_variance"]),
                           ("attention_medad", "medad", top1["attention_medad"]), ("evit", "evit", top1["evit"]),
@@ -1704,19 +1854,25 @@ def top1_claims(rep, ft: pd.DataFrame, profile: str) -> None:
                           ("unpruned", "unpruned", o["baseline_top1"])):
         how = "without pruning" if name == "unpruned" else f"with {name} at r = {R_MAIN}"
         stmt = f"DeiT-S fine-tuned on ImageNet-100 {how} reaches {pv} top-1"
+        cid = ft_claim_id(f"varmedad.top1.{key}", profile)
         if profile != "paper" or ft.empty or name not in set(ft.config):
-            rep.add_claim(id=f"varmedad.top1.{key}", paper="varmedad", statement=stmt, source=SRC, paper_value=pv,
-                          unit="% top-1", decision=verdicts.not_testable(
-                              "needs ImageNet-100 and DeiT-S weights (profile paper with data_root and deit_weights, a GPU)"))
+            why = ("needs ImageNet-100 and DeiT-S weights (profile paper with data_root and deit_weights, a GPU)"
+                   if profile != "paper" else f"profile 'paper' fine-tunes no {name} here (finetune_configs, "
+                                              "finetune_steps)")
+            rep.add_claim(id=cid, paper="varmedad", statement=stmt, source=SRC, paper_value=pv, unit="% top-1",
+                          decision=verdicts.not_testable(why))
             continue
-        ss = metrics.seed_summary(ft[ft.config == name].top1.values * 100)
+        runs = ft[ft.config == name]
+        ss = metrics.seed_summary(runs.top1.values * 100)
         rule = verdicts.Magnitude(pv, 0.0, "% top-1")
         decision = verdicts.Premise(f"at least {MIN_SEEDS} seeds", ss.n >= MIN_SEEDS, f"{ss.n} seed(s)").gate(
             rule.decide(ss.mean, ss.low, ss.high))
-        rep.add_claim(id=f"varmedad.top1.{key}", paper="varmedad", statement=stmt, source=SRC, paper_value=pv,
+        decision = paper_runs.full_schedule_premise([ft.attrs["runs"][(name, s)] for s in runs.seed]).gate(decision)
+        rep.add_claim(id=cid, paper="varmedad", statement=stmt, source=SRC, paper_value=pv,
                       our_value=round(ss.mean, 2), ci=None if ss.n < 2 else [ss.low, ss.high],
                       unit="% top-1, mean over seeds", decision=decision,
-                      why="seed t-interval of top-1 of our recipe")
+                      why="seed t-interval of top-1 of our recipe"
+                          + (f"; setting: {ft.attrs['setting']}" if "setting" in ft.attrs else ""))
 
 
 def ledger_table(rep) -> pd.DataFrame:
