@@ -8,9 +8,16 @@ import numpy as np
 from PIL import Image
 
 
-def jpeg(path: Path, color: tuple[int, int, int], size: tuple[int, int] = (12, 8), mode: str = "RGB") -> None:
+def jpeg(path: Path, color: tuple[int, int, int], size: tuple[int, int] = (12, 8), mode: str = "RGB",
+         texture: bool = False) -> None:
+    """A JPEG of ``size`` (width, height) in ``color``; ``texture``: plus seeded noise (a picture whose patches
+    differ, for the models of the paper tier)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     img = Image.new("RGB", size, color)
+    if texture:
+        rng = np.random.default_rng(list(color))
+        noise = rng.integers(-60, 61, size=(size[1], size[0], 3))
+        img = Image.fromarray(np.clip(np.asarray(img, dtype=np.int64) + noise, 0, 255).astype(np.uint8))
     if mode != "RGB":
         img = img.convert(mode)
     img.save(path, quality=95)
@@ -22,8 +29,8 @@ CUB_PARTS = [
 ]
 
 
-def make_cub(base: Path) -> dict:
-    """A 3-class, 9-image CUB_200_2011 folder; returns the ground truth."""
+def make_cub(base: Path, size: tuple[int, int] = (12, 8), texture: bool = False) -> dict:
+    """A 3-class, 9-image CUB_200_2011 folder (pictures of ``size``, see :func:`jpeg`); returns the ground truth."""
     classes = ["001.Black_footed_Albatross", "002.Laysan_Albatross", "003.Sooty_Albatross"]
     rows = []
     for k in range(9):
@@ -51,7 +58,7 @@ def make_cub(base: Path) -> dict:
             lines.append(f"{r['id']} {p + 1} {x:.1f} {y:.1f} {visible}\n")
     (base / "parts" / "part_locs.txt").write_text("".join(lines))
     for r in rows:
-        jpeg(base / "images" / r["name"], r["color"], mode="L" if r["id"] == 2 else "RGB")
+        jpeg(base / "images" / r["name"], r["color"], size, mode="L" if r["id"] == 2 else "RGB", texture=texture)
     return {"rows": rows, "classes": classes}
 
 
@@ -65,13 +72,16 @@ def mat_struct(records: list[dict], fields: tuple[str, ...]) -> np.ndarray:
     return arr
 
 
-def make_cars(base: Path, with_labels: bool = True) -> dict:
+def make_cars(base: Path, with_labels: bool = True, size: tuple[int, int] = (12, 8), texture: bool = False,
+              n_test: int = 1) -> dict:
+    """A 3-class Stanford Cars devkit folder: 6 training and ``n_test`` test pictures of ``size`` (see :func:`jpeg`)."""
     from scipy.io import savemat
 
     names = ["AM General Hummer SUV 2000", "Acura RL Sedan 2012", "Audi TT RS Coupe 2012"]
     train = [{"bbox_x1": 1 + i, "bbox_y1": 2, "bbox_x2": 10, "bbox_y2": 7 + (i % 2), "class": i % 3 + 1,
               "fname": f"{i + 1:05d}.jpg"} for i in range(6)]
-    test = [{"bbox_x1": 3, "bbox_y1": 4, "bbox_x2": 11, "bbox_y2": 8, "class": 3, "fname": "00001.jpg"}]
+    test = [{"bbox_x1": 3, "bbox_y1": 4, "bbox_x2": 11, "bbox_y2": 8, "class": (i + 2) % 3 + 1, "fname": f"{i + 1:05d}.jpg"}
+            for i in range(n_test)]
     devkit = base / "devkit"
     devkit.mkdir(parents=True)
     savemat(devkit / "cars_meta.mat", {"class_names": np.array([names], dtype=object)})
@@ -80,10 +90,10 @@ def make_cars(base: Path, with_labels: bool = True) -> dict:
     savemat(devkit / "cars_test_annos.mat", {"annotations": mat_struct(test, fields[:4] + ("fname",))})
     if with_labels:
         savemat(base / "cars_test_annos_withlabels.mat", {"annotations": mat_struct(test, fields)})
-    for rec in train:
-        jpeg(base / "cars_train" / rec["fname"], (10, 20, 30))
-    for rec in test:
-        jpeg(base / "cars_test" / rec["fname"], (200, 10, 10))
+    for i, rec in enumerate(train):
+        jpeg(base / "cars_train" / rec["fname"], (10 + i if texture else 10, 20, 30), size, texture=texture)
+    for i, rec in enumerate(test):
+        jpeg(base / "cars_test" / rec["fname"], (200, 10 + i if texture else 10, 10), size, texture=texture)
     return {"names": names, "train": train, "test": test}
 
 
@@ -99,7 +109,8 @@ AIRCRAFT = [  # image, variant, family, manufacturer, split
 ]
 
 
-def make_aircraft(root: Path) -> None:
+def make_aircraft(root: Path, size: tuple[int, int] = (12, 8), texture: bool = False) -> None:
+    """An FGVC-Aircraft 2013b folder of :data:`AIRCRAFT` (pictures of ``size``, see :func:`jpeg`)."""
     folder = root / "data"
     folder.mkdir(parents=True)
     levels = {"variant": 1, "family": 2, "manufacturer": 3}
@@ -114,4 +125,4 @@ def make_aircraft(root: Path) -> None:
         "".join(f"{r[0]} {i + 1} {i + 2} {i + 10} {i + 7}\n" for i, r in enumerate(AIRCRAFT))
     )
     for i, r in enumerate(AIRCRAFT):
-        jpeg(folder / "images" / f"{r[0]}.jpg", (30 * i, 60, 90))
+        jpeg(folder / "images" / f"{r[0]}.jpg", (30 * i, 60, 90), size, texture=texture)

@@ -19,6 +19,12 @@ Every step of the notebook is one function here, with explicit arguments (the se
    detectability (:func:`gated`); every claim on SynthBirds' part model is gated on :func:`part_model_premise`
    (notebook 00's bar for the fine-grained proxy).
 
+At the ``paper`` profile (issue 15) the six models of CUB, Cars and Aircraft x DeiT-S / DeiT-B are the user's
+checkpoints (``checkpoint_dir``) or the runs of the recipe :data:`PAPER_RECIPE` (:func:`paper_model`, through
+:func:`tokenprune.study.paper_runs.trained_model`); every claim on them has a paper-scale id (:func:`claim_id`) and
+is gated on the runs' whole schedule (:func:`training_premise`). The finite-difference check perturbs ``fd_tokens``
+tokens per image there (:func:`fd_check_table`).
+
 The paper's numbers come from :data:`tokenprune.study.paper_numbers.DECOUPLE`.
 """
 from __future__ import annotations
@@ -49,7 +55,7 @@ from tokenprune.measure import power
 from tokenprune.measure.metrics import bootstrap_ci_or_nan
 from tokenprune.measure.rank_statistics import rank_correlations
 from tokenprune.methods import learned, sensitivity
-from tokenprune.study import figures, paper_numbers, verdicts
+from tokenprune.study import figures, paper_numbers, paper_runs, verdicts
 from tokenprune.study.audits import calibration
 from tokenprune.study.notebook import Stopwatch, ci_columns
 from tokenprune.study.verdicts import Above, AllOf, Below, Beyond, Criteria, Flag, Inside, Premise, fmt_interval
@@ -63,7 +69,8 @@ __all__ = ["PROFILES", "PARAMETERS", "Design", "design", "Setting", "load_settin
            "file_claims", "definitions", "stratified_spearman_boot", "centre_family", "decoupling_stats",
            "class_part_coverage", "human_features_values", "fast_values", "just_as_fast_claim", "effects_in_dispute",
            "paired_design", "least_precise", "gated", "part_model_top1", "part_model_premise", "FINE_GRAINED_BAR",
-           "PART_MODEL_PREMISE", "COMPARISON_CLAIMS"]
+           "PART_MODEL_PREMISE", "COMPARISON_CLAIMS", "PAPER_RECIPE", "paper_run_spec", "given_checkpoint",
+           "check_paper_inputs", "paper_model", "fd_tokens_drawn", "fd_sensitivity_at", "claim_id", "training_premise"]
 
 # ----------------------------------------------------------------------------------------------
 # parameters
@@ -102,16 +109,26 @@ PARAMETERS = {
     "n_boot": "bootstrap resamples",
     "fd_images": "images on which the finite-difference and gradient signals are compared",
     "fd_probes": "random directions of the finite-difference estimate",
+    "fd_tokens": "tokens per image the finite-difference check perturbs (0: every token), drawn once with seed, the "
+                 "same tokens compared for both signals; each costs fd_probes forwards of the rest of the model per "
+                 "image. paper: 49 of DeiT's 196 (a quarter): 196 instead of 784 forwards of DeiT-B from block 6 per "
+                 "image, and a per-image Spearman over 49 tokens has a standard error of about 1/sqrt(48) = 0.14, "
+                 "0.03 over the 32 images. The check only (signal fd trains on every token)",
     "dtype": "bf16 | fp32 (autocast for inference and training)",
     "torch_threads": "CPU threads for torch (0: torch's default)",
     "data_root": "paper: folder holding CUB_200_2011/, stanford_cars/, fgvc-aircraft-2013b/",
-    "checkpoint_dir": "paper: folder holding <dataset>_<small|large>.pth (DeiT-S / DeiT-B fine-tuned)",
+    "checkpoint_dir": "paper: folder holding the user's <dataset>_<small|large>.pth (DeiT-S / DeiT-B fine-tuned); a "
+                      "model whose file is not there is trained by the recipe decoupling_fgvc_finetune ('': all six)",
+    "init_dir": "paper: folder holding the recipe's start checkpoints deit_small_patch16_224-cd65a155.pth and "
+                "deit_base_patch16_224-b5f2ef4d.pth (facebookresearch/deit's ImageNet DeiT-S / DeiT-B), for the models "
+                "checkpoint_dir does not give",
+    **paper_runs.TRAINING_PARAMETERS,
 }
 
 _common = dict(seed=0, keep_rates=[0.25, 0.5, 0.7], seeds=[0, 1, 2], head_lr=1e-3, signal="grad",
                signal_target="pred_logit", probes=4, rank_loss="listnet", task_tau=0.5, part_source="keypoints",
                coverage_variant="parts", margin=1.0, ceiling=0.98, dtype="bf16", data_root="", checkpoint_dir="",
-               torch_threads=1)
+               torch_threads=1, fd_tokens=0, init_dir="", **paper_runs.TRAINING_SETTINGS)
 PROFILES = {
     "smoke": dict(_common, n_train=32, n_eval=32, n_train_large=16, n_eval_large=16, blocks=[2, 6, 10],
                   large_blocks=[6], steps=4, head_batch=8, settings=["parts/small", "parts/large", "fmnist/small"],
@@ -123,9 +140,9 @@ PROFILES = {
     "paper": dict(_common, n_train=2048, n_eval=2048, n_train_large=2048, n_eval_large=2048, blocks=[2, 4, 6, 8, 10],
                   large_blocks=[2, 4, 6, 8, 10], steps=1000, head_batch=32, settings=PAPER_SETTINGS,
                   task_settings=[f"{d}/small" for d in ("cub", "cars", "aircraft")], parts_large_img_size=224,
-                  n_boot=2000, fd_images=32, fd_probes=4, torch_threads=0),
+                  n_boot=2000, fd_images=32, fd_probes=4, torch_threads=0, fd_tokens=49),
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
-    "ranges": {"head_lr": (0.0, None), "probes": (1, None), "task_tau": (1e-06, None), "margin": (0.0, None), "ceiling": (0.0, 1.0), "torch_threads": (0, None), "n_train": (1, None), "n_eval": (1, None), "n_train_large": (1, None), "n_eval_large": (1, None), "steps": (1, None), "head_batch": (1, None), "parts_large_img_size": (1, None), "n_boot": (1, None), "fd_images": (1, None), "fd_probes": (1, None), "keep_rates": (0.001, 1.0), "seeds": (0, None), "blocks": (1, None), "large_blocks": (1, None), "seed": (0, None)},
+    "ranges": {"head_lr": (0.0, None), "probes": (1, None), "task_tau": (1e-06, None), "margin": (0.0, None), "ceiling": (0.0, 1.0), "torch_threads": (0, None), "n_train": (1, None), "n_eval": (1, None), "n_train_large": (1, None), "n_eval_large": (1, None), "steps": (1, None), "head_batch": (1, None), "parts_large_img_size": (1, None), "n_boot": (1, None), "fd_images": (1, None), "fd_probes": (1, None), "fd_tokens": (0, None), **paper_runs.TRAINING_RANGES, "keep_rates": (0.001, 1.0), "seeds": (0, None), "blocks": (1, None), "large_blocks": (1, None), "seed": (0, None)},
     "choices": {"signal": ["grad", "fd"], "signal_target": list(sensitivity.TARGETS), "rank_loss": list(learned.LOSSES),
                 "part_source": ["keypoints", "masks"], "coverage_variant": ["parts", "patches"], "dtype": ["bf16", "fp32"],
                 "settings": ALL_SETTINGS + PAPER_SETTINGS, "task_settings": ALL_SETTINGS + PAPER_SETTINGS},
@@ -202,6 +219,7 @@ class Setting:
     obj_mask: Optional[np.ndarray] = None    # [B, H, W] for figures
     info: dict = field(default_factory=dict)
     n_test_split: int = 0                    # images of the full test split the evaluation images come from
+    run: Optional[paper_runs.TrainedRun] = None  # paper datasets: where the model comes from (its weights: ``model``)
 
     @property
     def patch_tokens(self) -> int:
@@ -327,22 +345,81 @@ PAPER_DIRS = {"cub": "CUB_200_2011", "cars": "stanford_cars", "aircraft": "fgvc-
 PAPER_ARCH = {"small": "deit_small_patch16_224", "large": "deit_base_patch16_224"}
 
 
+PAPER_RECIPE = "decoupling_fgvc_finetune"
+
+
+def paper_run_spec(name: str):
+    """The run of the recipe :data:`PAPER_RECIPE` that gives the model of the paper setting ``name``
+    (``<cub|cars|aircraft>/<small|large>``: DeiT-S / DeiT-B, :data:`PAPER_ARCH`)."""
+    ds_name, size_name = name.split("/")
+    return paper_runs.recipe_run(PAPER_RECIPE, model=PAPER_ARCH[size_name], dataset=ds_name)
+
+
+def given_checkpoint(name: str, cfg: SimpleNamespace) -> Optional[Path]:
+    """The user's checkpoint of the paper setting ``name``, ``checkpoint_dir/<dataset>_<size>.pth``, when
+    ``checkpoint_dir`` is set and the file exists; else None (the recipe's run gives the model)."""
+    if not cfg.checkpoint_dir:
+        return None
+    path = Path(cfg.checkpoint_dir).expanduser() / f"{name.replace('/', '_')}.pth"
+    return path if path.is_file() else None
+
+
+def check_paper_inputs(cfg: SimpleNamespace) -> None:
+    """Before any paper setting loads (so a missing file stops the run at once, not after a model has trained):
+    ``data_root`` is set, and every model neither ``checkpoint_dir`` gives nor a run of ``runs_dir`` has finished
+    (its ``summary.json``) has its recipe's start checkpoint in ``init_dir``. FileNotFoundError naming the parameter
+    and the files expected."""
+    names = [n for n in cfg.settings if n.split("/")[0] in PAPER_DIRS]
+    if not names:
+        return
+    if not cfg.data_root:
+        raise FileNotFoundError("data_root: profile 'paper' needs the folder holding CUB_200_2011/, stanford_cars/ "
+                                "and fgvc-aircraft-2013b/ (each in its release format); pass -p data_root ...")
+    runs = paper_runs.runs_root(cfg)
+    to_train = [n for n in names if given_checkpoint(n, cfg) is None
+                and not (runs / paper_run_spec(n).name / "summary.json").is_file()]
+    need = sorted({paper_run_spec(n).init for n in to_train})
+    if not need:
+        return
+    missing = [f for f in need if not cfg.init_dir or not (Path(cfg.init_dir).expanduser() / f).is_file()]
+    if missing:
+        where = f"not found in {cfg.init_dir}" if cfg.init_dir else "init_dir is not set"
+        raise FileNotFoundError(
+            f"init_dir: {', '.join(to_train)} have no checkpoint in checkpoint_dir "
+            f"({cfg.checkpoint_dir or 'not set'}: expected <dataset>_<small|large>.pth) and no finished run in {runs}, "
+            "so they are trained by the "
+            f"recipe {PAPER_RECIPE}, which starts from {', '.join(need)} (facebookresearch/deit's ImageNet weights, "
+            f"{{'model': state_dict}}); {', '.join(missing)}: {where}. Pass -p init_dir <folder holding them>, or "
+            "give the fine-tuned checkpoints in checkpoint_dir")
+
+
+def paper_model(name: str, cfg: SimpleNamespace, data_root: Path):
+    """``(timm model in eval mode, TrainedRun)`` of the paper setting ``name``: the user's checkpoint
+    (:func:`given_checkpoint`), else the recipe's run through :func:`tokenprune.study.paper_runs.trained_model`
+    (a finished run of ``runs_dir`` is loaded, a missing one trained under the notebook's limits). The weights
+    are copied into a plain timm model (the run's model is patched at keep 1, which equals timm), so the rest of
+    the notebook sees the same model as with a given checkpoint; the TrainedRun keeps no model."""
+    spec = paper_run_spec(name)
+    given = given_checkpoint(name, cfg)
+    init = None if given else str(Path(cfg.init_dir).expanduser() / spec.init)
+    tr = paper_runs.trained_model(spec, cfg, str(data_root), init, given=str(given) if given else None)
+    num_classes = int(tr.model.get_classifier().out_features)
+    model = timm.create_model(spec.model, pretrained=False, num_classes=num_classes)
+    model.load_state_dict(tr.model.state_dict(), strict=True)
+    return model.eval(), dataclasses.replace(tr, model=None)
+
+
 def paper_setting(name: str, cfg: SimpleNamespace) -> Setting:
     """CUB (part keypoints + box), Cars and Aircraft (box) at 224 px (resized, no crop, so annotations scale),
-    with DeiT-S ("small") / DeiT-B ("large": our stand-in for the source's "much larger, more powerful version") fine-tuned checkpoints from checkpoint_dir."""
+    with DeiT-S ("small") / DeiT-B ("large": our stand-in for the source's "much larger, more powerful version")
+    fine-tuned on the dataset: the user's checkpoint from checkpoint_dir, else the recipe's run
+    (:func:`paper_model`)."""
     ds_name, size_name = name.split("/")
-    if not cfg.data_root or not cfg.checkpoint_dir:
-        raise FileNotFoundError("profile 'paper' needs data_root (a folder holding CUB_200_2011/, stanford_cars/, "
-                                "fgvc-aircraft-2013b/) and checkpoint_dir (holding <dataset>_<small|large>.pth, e.g. "
-                                "cub_small.pth = DeiT-S fine-tuned on CUB); pass -p data_root ... -p checkpoint_dir ...")
-    ckpt = Path(cfg.checkpoint_dir) / f"{ds_name}_{size_name}.pth"
-    if not ckpt.is_file():
-        raise FileNotFoundError(f"{ckpt}: missing; expected {PAPER_ARCH[size_name]} fine-tuned on {ds_name}")
-    dsd = data.load_dataset(ds_name, root=Path(cfg.data_root) / PAPER_DIRS[ds_name])
-    num_classes = dsd["train"].features["label"].num_classes
-    model = timm.create_model(PAPER_ARCH[size_name], pretrained=False, num_classes=num_classes)
-    timm.models.load_checkpoint(model, str(ckpt), strict=True)
-    model.eval()
+    check_paper_inputs(SimpleNamespace(**{**vars(cfg), "settings": [name]}))
+    root = Path(cfg.data_root).expanduser() / PAPER_DIRS[ds_name]
+    dsd = data.load_dataset(ds_name, root=root)
+    model, run = paper_model(name, cfg, root)
+    tag = Path(run.path).name if run.source == "given" else f"{run.spec.name}, {run.source}"
     size, grid = 224, tuple(model.patch_embed.grid_size)
     ps = size // grid[0]
     nt, ne = _sizes(cfg, size_name)
@@ -379,9 +456,9 @@ def paper_setting(name: str, cfg: SimpleNamespace) -> Setting:
     if kp is not None:
         sets = metrics.keypoints_to_patch_index(kp[..., :2], kp[..., 2] > 0, img_size=size, patch_size=ps)
     obj = metrics.mask_to_patch_grid(box_mask, patch_size=ps)
-    return Setting(name, ds_name, f"{PAPER_ARCH[size_name]} ({ckpt.name})", model, x_tr, y_tr, x_ev, y_ev, raw, sets,
-                   obj, grid, cfg.blocks if size_name == "small" else cfg.large_blocks, kp, box_mask, {"name": ckpt.name},
-                   n_test_split=max(len(x_ev), len(dsd["test"])))
+    return Setting(name, ds_name, f"{PAPER_ARCH[size_name]} ({tag})", model, x_tr, y_tr, x_ev, y_ev, raw, sets,
+                   obj, grid, cfg.blocks if size_name == "small" else cfg.large_blocks, kp, box_mask,
+                   {"name": tag, "run": run.describe()}, n_test_split=max(len(x_ev), len(dsd["test"])), run=run)
 
 
 def make_setting(name: str, cfg: SimpleNamespace) -> Setting:
@@ -395,7 +472,9 @@ def make_setting(name: str, cfg: SimpleNamespace) -> Setting:
 
 
 def load_settings(cfg: SimpleNamespace) -> dict[str, Setting]:
-    """Every setting of ``cfg.settings``, in order (one line printed per setting)."""
+    """Every setting of ``cfg.settings``, in order (one line printed per setting); the paper settings' inputs are
+    checked first (:func:`check_paper_inputs`)."""
+    check_paper_inputs(cfg)
     settings = {}
     for name in cfg.settings:
         settings[name] = S = make_setting(name, cfg)
@@ -589,22 +668,84 @@ def head_fit_table(scores: dict, cache_ev: dict, signal_ev: dict, cfg: SimpleNam
     return pd.DataFrame(rows)
 
 
+def fd_tokens_drawn(n: int, k: int, seed: int) -> Optional[np.ndarray]:
+    """The ``k`` prunable tokens (of ``n``) the finite-difference check perturbs, drawn once without replacement
+    with ``numpy.random.default_rng(seed)`` and sorted; None (every token) when ``k`` is 0 or at least ``n``."""
+    if k <= 0 or k >= n:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+
+
+def fd_sensitivity_at(model, tokens: torch.Tensor, block: int, token_idx: np.ndarray, target: str,
+                      labels: torch.Tensor, probes: int, seed: int, eps: float = 1e-2, max_rows: int = 512) -> torch.Tensor:
+    """:func:`tokenprune.methods.sensitivity.finite_difference_sensitivity` (Eq. S1 by perturbation, fp32, the same
+    ``eps`` and estimator ``s_i = sqrt(C mean_probes (dT / ||delta||)^2)``) of the prunable tokens ``token_idx``
+    only: ``[B, len(token_idx)]``. Each perturbs one token along ``probes`` random unit directions (one forward
+    pass of the rest of the model each)."""
+    if target not in ("pred_logit", "true_logit", "cls_state"):
+        raise ValueError(f"signal_target: expected pred_logit | true_logit | cls_state, got {target!r}")
+    p = model.num_prefix_tokens
+    idx = torch.as_tensor(np.asarray(token_idx), dtype=torch.long)
+    k = len(idx)
+    g = torch.Generator().manual_seed(int(seed))
+    out = torch.empty(len(tokens), k)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for i in range(len(tokens)):
+                x = tokens[i:i + 1].float()
+                n_tok, c = x.shape[1:]
+                logits0, feats0 = split.forward_from(model, block, x, features=True)
+                cls = logits0.argmax(1) if target != "true_logit" else labels[i:i + 1].long()
+                u = torch.randn(k, probes, c, generator=g)
+                u = u / u.norm(dim=-1, keepdim=True)
+                step = eps * x[0, p + idx].norm(dim=-1)                       # [k]
+                xs = x.expand(k * probes, n_tok, c).clone()
+                rows = torch.arange(k * probes)
+                xs[rows, p + idx.repeat_interleave(probes)] += (step[:, None, None] * u).reshape(k * probes, c)
+                lg, ft = [], []
+                for j in range(0, len(xs), max_rows):
+                    a, f = split.forward_from(model, block, xs[j:j + max_rows], features=True)
+                    lg.append(a.float())
+                    ft.append(f.float())
+                lg, ft = torch.cat(lg).reshape(k, probes, -1), torch.cat(ft).reshape(k, probes, -1)
+                if target == "cls_state":
+                    d = (ft - feats0.float()).norm(dim=-1)
+                else:
+                    d = (lg[..., int(cls)] - logits0.float()[0, int(cls)]).abs()
+                out[i] = (c * (d / step[:, None].clamp_min(1e-12)).pow(2).mean(-1)).sqrt()
+    finally:
+        model.train(was_training)
+    return out
+
+
 def fd_check_table(settings: dict[str, Setting], cache_ev: dict, signal_ev: dict, cfg: SimpleNamespace) -> pd.DataFrame:
     """On ``fd_images`` evaluation images at the intermediate block: the finite-difference estimate of the signal
-    against the gradient signal (per-image Spearman, mean and min over images; median ratio)."""
+    against the gradient signal (per-image Spearman, mean and min over images; median ratio), on every prunable
+    token, or on the ``fd_tokens`` drawn with ``seed`` (:func:`fd_tokens_drawn`; the same tokens of both
+    signals, :func:`fd_sensitivity_at`)."""
     rows = []
     for name, S in settings.items():
         mid = _mid(S.blocks)
         toks = cache_ev[name].tokens[mid][:cfg.fd_images]
         g = signal_ev[(name, mid)][:cfg.fd_images]
-        fd = sensitivity.finite_difference_sensitivity(S.model, toks, mid, target=cfg.signal_target,
-                                                       labels=S.y_eval[:cfg.fd_images], probes=cfg.fd_probes,
-                                                       seed=cfg.seed)
+        labels = S.y_eval[:cfg.fd_images]
+        idx = fd_tokens_drawn(g.shape[1], cfg.fd_tokens, cfg.seed)
+        if idx is None:
+            fd = sensitivity.finite_difference_sensitivity(S.model, toks, mid, target=cfg.signal_target,
+                                                           labels=labels, probes=cfg.fd_probes, seed=cfg.seed)
+        else:
+            fd = fd_sensitivity_at(S.model, toks, mid, idx, cfg.signal_target, labels, cfg.fd_probes, cfg.seed)
+            g = g[:, torch.as_tensor(idx)]
         rho, _ = rank_correlations(fd, g)
-        rows.append({"setting": name, "block": mid, "images": len(toks), "probes": cfg.fd_probes,
-                     "spearman_fd_vs_grad": float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
-                     "min": float(np.nanmin(rho)) if np.isfinite(rho).any() else math.nan,
-                     "median_ratio_fd_over_grad": float((fd / g.clamp_min(1e-12)).median())})
+        row = {"setting": name, "block": mid, "images": len(toks), "probes": cfg.fd_probes}
+        if cfg.fd_tokens:
+            row["tokens"] = g.shape[1]
+        row.update({"spearman_fd_vs_grad": float(np.nanmean(rho)) if np.isfinite(rho).any() else math.nan,
+                    "min": float(np.nanmin(rho)) if np.isfinite(rho).any() else math.nan,
+                    "median_ratio_fd_over_grad": float((fd / g.clamp_min(1e-12)).median())})
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -948,7 +1089,7 @@ def kept_figure(S: Setting, m: Measurements, low_keep: float, n_img: int = 4):
             if S.keypoints is not None:
                 kp = S.keypoints[i]
                 vis = kp[:, 2] > 0
-                ax.scatter(kp[vis, 0] - 0.5, kp[vis, 1] - 0.5, c=part_colours[np.flatnonzero(vis)], s=7,
+                ax.scatter(kp[vis, 0] - 0.5, kp[vis, 1] - 0.5, c=part_colours[np.flatnonzero(vis) % len(part_colours)], s=7,
                            edgecolors="white", linewidths=0.3)
             elif S.obj_mask is not None:
                 ax.contour(S.obj_mask[i].astype(float), levels=[0.5], colors="cyan", linewidths=0.6)
@@ -1088,6 +1229,22 @@ def gated(decision: verdicts.Decision, effect: float, design: Optional[power.Des
         if p is not None:
             decision = p.gate(decision)
     return decision, record
+
+
+def claim_id(key: str, ds_name: str) -> str:
+    """The id of claim ``key`` on dataset ``ds_name``: ``decouple.<key>.<dataset>``; on the paper's datasets
+    (:data:`PAPER_DIRS`: the paper profile's models, trained by the recipe or given) the paper-scale id
+    (:func:`tokenprune.study.paper_runs.paper_scale_id`, issue 15: its verdict may differ from the proxies')."""
+    cid = f"decouple.{key}.{ds_name}"
+    return paper_runs.paper_scale_id(cid) if ds_name in PAPER_DIRS else cid
+
+
+def training_premise(*settings: Setting) -> Optional[Premise]:
+    """'Every training run trained its recipe's whole schedule' (:func:`tokenprune.study.paper_runs.full_schedule_premise`)
+    of the models of ``settings`` a claim reads (a given checkpoint counts as whole); None when none of them comes
+    from a training run (SynthBirds, Fashion-MNIST: the project's base models)."""
+    runs = [S.run for S in settings if getattr(S, "run", None) is not None]
+    return paper_runs.full_schedule_premise(runs) if runs else None
 
 
 def part_model_top1(S: Setting, models_table: Optional[pd.DataFrame] = None) -> Optional[tuple]:
@@ -1306,10 +1463,12 @@ def file_claims(rep, rules: dict, settings: dict[str, Setting], m: Measurements,
         S = settings[small]
         cov_word = "part coverage" if S.parts is not None else "object coverage"
         where = f"{PAPER_DATASET.get(ds_name, ds_name)}, {S.model_label}, block {mid}, keep {low:g}, {len(S.x_eval)} images"
-        claim = lambda key, **kw: rep.add_claim(id=f"decouple.{key}.{ds_name}", paper="decouple", **kw)  # noqa: E731
+        claim = lambda key, **kw: rep.add_claim(id=claim_id(key, ds_name), paper="decouple", **kw)  # noqa: E731
         n_split = S.n_test_split or len(S.x_eval)
         part_premise = part_model_premise(S, models_table)
-        outer = (part_premise,)  # the outermost premise of every claim on this dataset (none off SynthBirds)
+        # the outermost premises of every claim on this dataset: the part model's (SynthBirds only), then the small
+        # model's training run's whole schedule (the paper's datasets only)
+        outer = (part_premise, training_premise(S))
 
         def gate(key, decision, design, *inner):
             return gated(decision, eff[key], design, (*inner, *outer))
@@ -1463,12 +1622,13 @@ def file_claims(rep, rules: dict, settings: dict[str, Setting], m: Measurements,
                               lambda dec0, des, *inner: gate("human_features", dec0, des, *inner))
 
         # 6. larger-model null
+        outer_l = (part_premise, training_premise(S, *([settings[large]] if large in settings else [])))
         _larger_model_claim(claim, rules["larger_model_null"], settings, m, models_table, large, S, g, cov_word, d, cfg,
-                            lambda dec0, des: gated(dec0, eff["larger_model_null"], des, outer))
+                            lambda dec0, des: gated(dec0, eff["larger_model_null"], des, outer_l), outer_l[1])
 
     for ds_name in sorted({n.split("/")[0] for n in settings} - set(datasets_run)):
         for cid, statement in CLAIM_IDS.items():
-            rep.add_claim(id=f"decouple.{cid}.{ds_name}", paper="decouple", statement=statement, source=SRC,
+            rep.add_claim(id=claim_id(cid, ds_name), paper="decouple", statement=statement, source=SRC,
                           decision=verdicts.not_testable(f"setting {ds_name}/small was not run (settings parameter)"))
     just_as_fast_claim(rep, rules["just_as_fast"], scorer_macs)
     return pd.DataFrame([c.to_dict() for c in rep.claims])[["id", "paper_value", "our_value", "ci", "unit", "verdict"]]
@@ -1581,9 +1741,11 @@ def _human_features_claim(claim, rule, m: Measurements, S: Setting, ds_name: str
               f"the source gives no number: effect in dispute the margin, {cfg.margin:g} point")
 
 
-def _larger_model_claim(claim, rule, settings, m, models_table, large, S, g, cov_word, d, cfg, gate=None) -> None:
+def _larger_model_claim(claim, rule, settings, m, models_table, large, S, g, cov_word, d, cfg, gate=None,
+                        premise: Optional[Premise] = None) -> None:
     """``gate(decision, design)``: the gated decision and the design record (default: no gate). A larger model that
-    does not classify the dataset leaves the claim not testable, before any gate."""
+    does not classify the dataset leaves the claim not testable, before any gate but ``premise`` (the training
+    runs' whole schedule: a shortened run is why it does not classify)."""
     statement = (f"\"{QUOTE['larger_model']}\" (the source names no model; our stand-in: {PAPER_ARCH['large']} at the "
                  "paper profile, ViT-S/14 below it)")
     paper_value = QUOTE["larger_model_value"]
@@ -1595,13 +1757,14 @@ def _larger_model_claim(claim, rule, settings, m, models_table, large, S, g, cov
     acc = models_table.set_index("setting").loc[large]
     chance = 1 / int(SL.model.num_classes)
     if not acc.top1_low > 2 * chance:
+        decision = verdicts.not_testable(
+            f"the larger model here ({SL.model_label}) does not classify this dataset: unpruned top-1 "
+            f"{100 * acc.top1_unpruned:.1f} % [{100 * acc.top1_low:.1f}, {100 * acc.top1_high:.1f}] of "
+            f"{int(SL.model.num_classes)} classes (chance {100 * chance:.1f} %), so its coverage gap says nothing "
+            "about a larger classifier; a larger model for this dataset needs fine-tuning, beyond the default budget",
+            rule="testable when the larger model's unpruned top-1 has a 95 % interval above twice chance")
         claim("larger_model_null", statement=statement, source=SRC, paper_value=paper_value,
-              decision=verdicts.not_testable(
-                  f"the larger model here ({SL.model_label}) does not classify this dataset: unpruned top-1 "
-                  f"{100 * acc.top1_unpruned:.1f} % [{100 * acc.top1_low:.1f}, {100 * acc.top1_high:.1f}] of "
-                  f"{int(SL.model.num_classes)} classes (chance {100 * chance:.1f} %), so its coverage gap says nothing "
-                  "about a larger classifier; a larger model for this dataset needs fine-tuning, beyond the default budget",
-                  rule="testable when the larger model's unpruned top-1 has a 95 % interval above twice chance"))
+              decision=decision if premise is None else premise.gate(decision))
         return
     mid_l = _mid(SL.blocks)
     dl = m.gap(large, mid_l, d.low_keep)
