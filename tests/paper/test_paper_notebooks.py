@@ -32,7 +32,7 @@ VARMEDAD_SHRUNK = {"n_eval": 8, "n_rank": 8, "bench_batch": 2, "bench_rounds": 1
 #: training runs' batch and steps (paper_runs.TRAINING_SETTINGS)
 DECOUPLING_SHRUNK = {"n_train": 4, "n_eval": 3, "n_train_large": 4, "n_eval_large": 3, "fd_images": 1, "steps": 2,
                      "head_batch": 2, "train_batch_per_process": 2, "train_steps_per_epoch": 1, "train_epochs": 1,
-                     "train_workers": 0}
+                     "train_eval_images": 2, "train_workers": 0}
 
 
 def _run(notebook: str, over: dict, out) -> dict:
@@ -46,7 +46,8 @@ def _run(notebook: str, over: dict, out) -> dict:
 
 
 #: the training runs' limits every paper notebook test uses (batch and steps; paper_runs.TRAINING_SETTINGS)
-TRAIN_SHRUNK = {"train_batch_per_process": 2, "train_steps_per_epoch": 1, "train_epochs": 1, "train_workers": 0}
+TRAIN_SHRUNK = {"train_batch_per_process": 2, "train_steps_per_epoch": 1, "train_epochs": 1, "train_eval_images": 2,
+                "train_workers": 0}
 WHOLE_SCHEDULE = "premise failed: every training run trained its recipe's whole schedule"
 
 

@@ -123,7 +123,8 @@ def test_notebooks_train_then_load_and_a_shortened_run_is_not_judged(imagenet, t
 
     import torch
 
-    cfg = SimpleNamespace(train_batch_per_process=2, train_steps_per_epoch=1, train_epochs=1, train_workers=0,
+    cfg = SimpleNamespace(train_batch_per_process=2, train_steps_per_epoch=1, train_epochs=1, train_eval_images=2,
+                          train_workers=0,
                           runs_dir=str(tmp_path / "runs"))
     spec = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
     init = imagenet.init_dir / imagenet.init

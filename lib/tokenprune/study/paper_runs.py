@@ -26,7 +26,7 @@ from typing import Any, Optional, Sequence
 from tokenprune.study import verdicts
 from tokenprune.study.paper_numbers import EVIT
 from tokenprune.training.paper_training import (Limits, PrepareFn, RunSpec, _limits_record, load_trained,
-                                                 run_specs, train_run)
+                                                 model_with_weights, run_specs, train_run)
 from tokenprune.training.recipe_book import load_recipe, recipe_names
 from tokenprune.utils.environment import REPO_ROOT
 
@@ -86,19 +86,21 @@ def gpu_hours(spec: RunSpec, measured_img_per_s: Optional[float] = None, measure
 #: every notebook's training settings (the same at each profile; only ``paper`` trains with them). The tests shrink
 #: the first three (batch and steps) and nothing else
 TRAINING_SETTINGS: dict = {"train_batch_per_process": 0, "train_steps_per_epoch": 0, "train_epochs": 0,
-                           "train_workers": 8, "runs_dir": ""}
+                           "train_eval_images": 0, "train_workers": 8, "runs_dir": ""}
 TRAINING_PARAMETERS: dict = {
     "train_batch_per_process": "paper: images per process and step of the training runs (0: the recipe's global "
                                "batch; a test limit)",
     "train_steps_per_epoch": "paper: optimiser steps per epoch of the training runs (0: the whole training set; a "
                              "test limit)",
     "train_epochs": "paper: epochs of the training runs (0: the recipe's; a test limit)",
+    "train_eval_images": "paper: test images each training run evaluates per epoch (class-balanced; 0: its whole "
+                         "test split; a test limit; the notebook's own evaluation is separate)",
     "train_workers": "paper: data-loader workers of the training runs",
     "runs_dir": "paper: folder of the training runs (paper-train's --out; '': runs/paper/train); a finished run "
                 "there is loaded, an unfinished one resumes",
 }
 TRAINING_RANGES: dict = {"train_batch_per_process": (0, None), "train_steps_per_epoch": (0, None),
-                         "train_epochs": (0, None), "train_workers": (0, None)}
+                         "train_epochs": (0, None), "train_eval_images": (0, None), "train_workers": (0, None)}
 #: the part of a claim id that marks a claim decided on a paper-scale run (:func:`paper_scale_id`)
 PAPER_SCALE = "paper_scale"
 
@@ -106,7 +108,7 @@ PAPER_SCALE = "paper_scale"
 def limits_of(cfg: Any) -> Limits:
     """The :class:`Limits` of a notebook's settings (:data:`TRAINING_SETTINGS`; 0 is no limit)."""
     return Limits(cfg.train_batch_per_process or None, cfg.train_steps_per_epoch or None, cfg.train_epochs or None,
-                  None, int(cfg.train_workers))
+                  cfg.train_eval_images or None, int(cfg.train_workers))
 
 
 def runs_root(cfg: Any) -> Path:
@@ -191,20 +193,13 @@ def trained_model(spec: RunSpec, cfg: Any, data_root: Optional[str], init_file: 
     ``(cfg)``. ``prepare``: see :func:`tokenprune.training.paper_training.train_run`."""
     import torch
 
-    from tokenprune.training.paper_training import build_model
-
     if given:
         path = Path(given).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"{spec.name}: the given checkpoint {given} is not a file")
-        model = build_model(spec, _classes(spec, data_root), load_init=False)
-        if prepare is not None:
-            model = prepare(model)
         sd = torch.load(path, map_location="cpu", weights_only=False)
-        model.load_state_dict(sd.get("model", sd.get("state_dict", sd)))
-        if prepare is None:
-            model.keep_rate = spec.keep_rate
-        return TrainedRun(spec, model.eval(), "given", None, str(path))
+        model = model_with_weights(spec, _classes(spec, data_root), sd.get("model", sd.get("state_dict", sd)), prepare)
+        return TrainedRun(spec, model, "given", None, str(path))
     out = runs_root(cfg) / spec.name
     limits = limits_of(cfg)
     source = "loaded" if _finished(spec, out, limits) else "trained"
