@@ -456,8 +456,8 @@ def _paper_data(cfg: SimpleNamespace):
 
 
 def _eval_crops(split, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` class-balanced images of ``split`` as uint8 ``[n, 3, 224, 224]`` (resize 256, centre crop 224) and
-    their labels."""
+    """``n`` class-balanced images of ``split`` as uint8 ``[n, 3, 224, 224]`` (DeiT's and EViT's evaluation crop:
+    bicubic resize of the short side to 256, centre crop 224, as the recipe's runs evaluate) and their labels."""
     from PIL import Image
     idx = data.class_balanced_indices(split["label"], min(n, len(split)), seed)
     xs, ys = [], []
@@ -465,7 +465,7 @@ def _eval_crops(split, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         row = split[int(i)]
         img = Image.open(row["path"]).convert("RGB") if "path" in row else Image.fromarray(np.asarray(row["image"]))
         sc = 256 / min(img.size)
-        img = img.resize((max(224, round(img.width * sc)), max(224, round(img.height * sc))), Image.BILINEAR)
+        img = img.resize((max(224, round(img.width * sc)), max(224, round(img.height * sc))), Image.BICUBIC)
         left, top = (img.width - 224) // 2, (img.height - 224) // 2
         xs.append(torch.from_numpy(np.asarray(img.crop((left, top, left + 224, top + 224)))).permute(2, 0, 1))
         ys.append(int(row["label"]))
