@@ -99,10 +99,16 @@ def test_fd_on_a_subset_estimates_the_same_sensitivity(target):
     model = VisionTransformer(img_size=32, patch_size=8, embed_dim=32, depth=4, num_heads=2, num_classes=5).eval()
     toks = split.cache_tokens(model, torch.randn(2, 3, 32, 32), blocks=[2], dtype="fp32").tokens[2]
     idx = dec.fd_tokens_drawn(16, 8, 0)
-    got = dec.fd_sensitivity_at(model, toks, 2, idx, target, None, probes=256, seed=0)
+    got = sensitivity.finite_difference_sensitivity(model, toks, 2, target=target, probes=256, seed=1,
+                                                    token_idx=idx)
     assert got.shape == (2, 8) and (got > 0).all()
     grad = sensitivity.gradient_sensitivity(model, toks, 2, target=target, probes=256, seed=0, dtype="fp32")[:, idx]
     full = sensitivity.finite_difference_sensitivity(model, toks, 2, target=target, probes=256, seed=0)[:, idx]
+    assert torch.equal(sensitivity.finite_difference_sensitivity(model, toks, 2, target=target, probes=3, seed=0),
+                       sensitivity.finite_difference_sensitivity(model, toks, 2, target=target, probes=3, seed=0,
+                                                                 token_idx=range(16)))   # every token: unchanged
+    with pytest.raises(ValueError, match="token_idx"):
+        sensitivity.finite_difference_sensitivity(model, toks, 2, target=target, token_idx=[16])
     for ref in (grad, full):
         rho, _ = rank_correlations(got, ref)
         assert np.nanmean(rho) > 0.85, (target, rho)

@@ -28,7 +28,7 @@ The sensitivity of token ``i`` is the norm of the Jacobian of ``T`` with respect
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -106,8 +106,10 @@ def gradient_sensitivity(model: torch.nn.Module, tokens: torch.Tensor, block: in
 def finite_difference_sensitivity(model: torch.nn.Module, tokens: torch.Tensor, block: int,
                                   target: str = "pred_logit", labels: Optional[torch.Tensor] = None,
                                   eps: float = 1e-2, probes: int = 2, seed: int = 0, max_rows: int = 512,
-                                  dtype: str = "fp32", device: Optional[str] = None) -> torch.Tensor:
-    """``s_i`` by perturbation (see the module docstring); float32 ``[B, N - p]``.
+                                  dtype: str = "fp32", device: Optional[str] = None,
+                                  token_idx: Optional[Sequence[int]] = None) -> torch.Tensor:
+    """``s_i`` by perturbation (see the module docstring); float32 ``[B, N - p]``, or ``[B, len(token_idx)]`` for
+    the prunable tokens ``token_idx`` only (each costs ``probes`` forward passes per image; None: every token).
 
     Token ``i`` of each image is moved by ``eps * ||h_i||`` along ``probes`` random unit directions (one
     forward pass of the rest of the model each, ``max_rows`` perturbed sequences per pass); the class of the
@@ -122,7 +124,10 @@ def finite_difference_sensitivity(model: torch.nn.Module, tokens: torch.Tensor, 
     dev = torch.device(device or next(model.parameters()).device)
     p = model.num_prefix_tokens
     bsz, n_tok, c = tokens.shape
-    n = n_tok - p
+    sel = torch.arange(n_tok - p) if token_idx is None else torch.as_tensor(list(token_idx), dtype=torch.long)
+    if len(sel) == 0 or int(sel.min()) < 0 or int(sel.max()) >= n_tok - p:
+        raise ValueError(f"token_idx: expected indices of the {n_tok - p} prunable tokens, got {token_idx!r}")
+    n = len(sel)
     g = torch.Generator().manual_seed(int(seed))
     was_training = model.training
     model.eval()
@@ -141,10 +146,10 @@ def finite_difference_sensitivity(model: torch.nn.Module, tokens: torch.Tensor, 
                     cls = labels[i:i + imgs].to(dev).long()
                 u = torch.randn(b, n, probes, c, generator=g).to(dev)
                 u = u / u.norm(dim=-1, keepdim=True)
-                h = x[:, p:]  # [b, n, C]
+                h = x[:, p + sel.to(dev)]  # [b, n, C]: the perturbed tokens
                 step = eps * h.norm(dim=-1)  # [b, n]
                 onehot = torch.zeros(n, n_tok, device=dev)
-                onehot[torch.arange(n), p + torch.arange(n)] = 1.0  # perturbed token t sits at position p + t
+                onehot[torch.arange(n), p + sel] = 1.0  # perturbed token t sits at position p + t
                 delta = onehot[None, :, None, :, None] * (step[:, :, None, None, None] * u[:, :, :, None, :])
                 xs = (x[:, None, None] + delta).reshape(b * n * probes, n_tok, c)
                 lg, ft = [], []

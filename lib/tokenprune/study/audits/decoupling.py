@@ -70,7 +70,7 @@ __all__ = ["PROFILES", "PARAMETERS", "Design", "design", "Setting", "load_settin
            "class_part_coverage", "human_features_values", "fast_values", "just_as_fast_claim", "effects_in_dispute",
            "paired_design", "least_precise", "gated", "part_model_top1", "part_model_premise", "FINE_GRAINED_BAR",
            "PART_MODEL_PREMISE", "COMPARISON_CLAIMS", "PAPER_RECIPE", "paper_run_spec", "given_checkpoint",
-           "check_paper_inputs", "paper_model", "fd_tokens_drawn", "fd_sensitivity_at", "claim_id", "training_premise"]
+           "check_paper_inputs", "paper_model", "fd_tokens_drawn", "claim_id", "training_premise"]
 
 # ----------------------------------------------------------------------------------------------
 # parameters
@@ -676,55 +676,11 @@ def fd_tokens_drawn(n: int, k: int, seed: int) -> Optional[np.ndarray]:
     return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
 
 
-def fd_sensitivity_at(model, tokens: torch.Tensor, block: int, token_idx: np.ndarray, target: str,
-                      labels: torch.Tensor, probes: int, seed: int, eps: float = 1e-2, max_rows: int = 512) -> torch.Tensor:
-    """:func:`tokenprune.methods.sensitivity.finite_difference_sensitivity` (Eq. S1 by perturbation, fp32, the same
-    ``eps`` and estimator ``s_i = sqrt(C mean_probes (dT / ||delta||)^2)``) of the prunable tokens ``token_idx``
-    only: ``[B, len(token_idx)]``. Each perturbs one token along ``probes`` random unit directions (one forward
-    pass of the rest of the model each)."""
-    if target not in ("pred_logit", "true_logit", "cls_state"):
-        raise ValueError(f"signal_target: expected pred_logit | true_logit | cls_state, got {target!r}")
-    p = model.num_prefix_tokens
-    idx = torch.as_tensor(np.asarray(token_idx), dtype=torch.long)
-    k = len(idx)
-    g = torch.Generator().manual_seed(int(seed))
-    out = torch.empty(len(tokens), k)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for i in range(len(tokens)):
-                x = tokens[i:i + 1].float()
-                n_tok, c = x.shape[1:]
-                logits0, feats0 = split.forward_from(model, block, x, features=True)
-                cls = logits0.argmax(1) if target != "true_logit" else labels[i:i + 1].long()
-                u = torch.randn(k, probes, c, generator=g)
-                u = u / u.norm(dim=-1, keepdim=True)
-                step = eps * x[0, p + idx].norm(dim=-1)                       # [k]
-                xs = x.expand(k * probes, n_tok, c).clone()
-                rows = torch.arange(k * probes)
-                xs[rows, p + idx.repeat_interleave(probes)] += (step[:, None, None] * u).reshape(k * probes, c)
-                lg, ft = [], []
-                for j in range(0, len(xs), max_rows):
-                    a, f = split.forward_from(model, block, xs[j:j + max_rows], features=True)
-                    lg.append(a.float())
-                    ft.append(f.float())
-                lg, ft = torch.cat(lg).reshape(k, probes, -1), torch.cat(ft).reshape(k, probes, -1)
-                if target == "cls_state":
-                    d = (ft - feats0.float()).norm(dim=-1)
-                else:
-                    d = (lg[..., int(cls)] - logits0.float()[0, int(cls)]).abs()
-                out[i] = (c * (d / step[:, None].clamp_min(1e-12)).pow(2).mean(-1)).sqrt()
-    finally:
-        model.train(was_training)
-    return out
-
-
 def fd_check_table(settings: dict[str, Setting], cache_ev: dict, signal_ev: dict, cfg: SimpleNamespace) -> pd.DataFrame:
     """On ``fd_images`` evaluation images at the intermediate block: the finite-difference estimate of the signal
     against the gradient signal (per-image Spearman, mean and min over images; median ratio), on every prunable
     token, or on the ``fd_tokens`` drawn with ``seed`` (:func:`fd_tokens_drawn`; the same tokens of both
-    signals, :func:`fd_sensitivity_at`)."""
+    signals: ``finite_difference_sensitivity(token_idx=...)``)."""
     rows = []
     for name, S in settings.items():
         mid = _mid(S.blocks)
@@ -732,11 +688,9 @@ def fd_check_table(settings: dict[str, Setting], cache_ev: dict, signal_ev: dict
         g = signal_ev[(name, mid)][:cfg.fd_images]
         labels = S.y_eval[:cfg.fd_images]
         idx = fd_tokens_drawn(g.shape[1], cfg.fd_tokens, cfg.seed)
-        if idx is None:
-            fd = sensitivity.finite_difference_sensitivity(S.model, toks, mid, target=cfg.signal_target,
-                                                           labels=labels, probes=cfg.fd_probes, seed=cfg.seed)
-        else:
-            fd = fd_sensitivity_at(S.model, toks, mid, idx, cfg.signal_target, labels, cfg.fd_probes, cfg.seed)
+        fd = sensitivity.finite_difference_sensitivity(S.model, toks, mid, target=cfg.signal_target, labels=labels,
+                                                       probes=cfg.fd_probes, seed=cfg.seed, token_idx=idx)
+        if idx is not None:
             g = g[:, torch.as_tensor(idx)]
         rho, _ = rank_correlations(fd, g)
         row = {"setting": name, "block": mid, "images": len(toks), "probes": cfg.fd_probes}
