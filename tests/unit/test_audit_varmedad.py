@@ -641,3 +641,13 @@ def test_paper_setting_states_the_recipe_and_its_limits():
     assert "varmedad_deit_s_imagenet100" in whole and "30 epochs" in whole and "shortened" not in whole
     short = audit.ft_setting(_paper_cfg(train_batch_per_process=2, train_steps_per_epoch=1), 100)
     assert "shortened by the limits {'batch_per_process': 2, 'steps_per_epoch': 1}" in short
+
+
+def test_given_finetune_names_the_users_checkpoint(tmp_path):
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(ft_weights_dir=str(tmp_path))
+    assert audit.given_finetune(cfg, "variance", 1) is None                      # no file: the recipe trains it
+    (tmp_path / "variance_s1.pth").write_bytes(b"")
+    assert audit.given_finetune(cfg, "variance", 1) == str(tmp_path / "variance_s1.pth")
+    assert audit.given_finetune(SimpleNamespace(ft_weights_dir=""), "variance", 1) is None

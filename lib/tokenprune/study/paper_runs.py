@@ -204,6 +204,11 @@ def trained_model(spec: RunSpec, cfg: Any, data_root: Optional[str], init_file: 
     limits = limits_of(cfg)
     source = "loaded" if _finished(spec, out, limits) else "trained"
     if source == "trained":
+        g = gpu_hours(spec)
+        print(f"[estimate] {spec.name}: {g.hours:.1f} A100-hours for the recipe's schedule ({g.source}); training "
+              f"into {out}" + (f" under limits {_limits_record(limits)}, {limits.epochs or spec.values['epochs']} "
+                               "epoch(s)" if _limits_record(limits) != _limits_record(Limits()) or limits.epochs
+                               else ""), flush=True)
         train_run(spec, out, data_root, None, limits, device, progress=True, init_file=init_file, prepare=prepare)
     model, summary = load_trained(spec, out, _classes(spec, data_root), prepare)
     return TrainedRun(spec, model, source, summary, str(out))

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import math
 import os
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional, Sequence
 
@@ -55,7 +56,7 @@ __all__ = ["PARAMETERS", "PROFILES", "R_MAIN", "LOCS", "start", "paper_table", "
            "background_share", "overlap_strides", "EFFECTS", "image_design", "seed_design", "cluster_design",
            "binding_gate", "moved_premise", "ft_config", "ft_runs", "ots_recipe", "ft_eval_images",
            "build_cached_finetunes", "ft_setting", "FT_PREFIX", "trains_overlap_premise", "PAPER_RECIPE",
-           "paper_temperatures", "paper_ft_spec", "ft_prepare", "ft_claim_id"]
+           "paper_temperatures", "paper_ft_spec", "ft_prepare", "ft_claim_id", "given_finetune"]
 
 #: every setting of the notebook, with its meaning
 PARAMETERS = {
@@ -85,6 +86,8 @@ PARAMETERS = {
     "finetune_configs": "configurations fine-tuned per seed",
     "data_root": "paper: ImageNet-100 folder (train/ and val/ class folders)",
     "deit_weights": "paper: local DeiT-S checkpoint (deit_small_patch16_224-cd65a155.pth)",
+    "ft_weights_dir": "paper, optional: folder of the user's fine-tuned DeiT-S checkpoints, <config>_s<seed>.pth "
+                      "(a finetune_configs name and a seed; loaded instead of training that run)",
     "seed": "seed of every random operation (subsets, bootstrap, random scorer)",
     "birds_model": "trained SynthBirds model (exact object masks) for the background-share test ('': none)",
     "n_birds": "SynthBirds test images for the background-share test",
@@ -97,7 +100,7 @@ PROFILES = {
               "finetune_batch": 16, "finetune_lr": 5e-5, "seeds": [0, 1], "temperature": 0.5, "bench_batch": 1,
               "bench_rounds": 1, "bench_warmup": 0, "measure_macs": False, "dtype": "fp32", "eval_batch": 96,
               "threads": 1, "falsify_keep_rates": [0.6], "finetune_configs": ["variance", "evit"],
-              "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts_smoke",
+              "data_root": None, "deit_weights": None, "ft_weights_dir": "", "seed": 0, "birds_model": "small_vit_parts_smoke",
               "n_birds": 32, **paper_runs.TRAINING_SETTINGS},
     # default: the calibrated proxy of notebook 00 (16 tokens, 6 heads); 1000 of its 10,000 test images, as the sweep
     # runs 35 configurations (the full split would take over 10 min more on a 2-core CPU); every design's MDE is
@@ -111,7 +114,7 @@ PROFILES = {
                 "bench_batch": 4, "bench_rounds": 4, "bench_warmup": 1, "measure_macs": True, "dtype": "bf16",
                 "eval_batch": 250, "threads": 1, "falsify_keep_rates": [0.6, 0.4],
                 "finetune_configs": ["variance", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"],
-                "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts",
+                "data_root": None, "deit_weights": None, "ft_weights_dir": "", "seed": 0, "birds_model": "small_vit_parts",
                 "n_birds": 600, **paper_runs.TRAINING_SETTINGS},
     "paper": {"base_model": "deit_s_imagenet100", "s14_model": "", "n_eval": 5000, "n_rank": 512,
               "photo_size": 224, "photo_variants": 4, "n_figure_photos": 3, "finetune_steps": 15000,
@@ -119,7 +122,7 @@ PROFILES = {
               "bench_rounds": 10, "bench_warmup": 3, "measure_macs": True, "dtype": "bf16", "eval_batch": 256,
               "threads": 0, "falsify_keep_rates": [0.6, 0.4],
               "finetune_configs": ["variance", "medad", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"],
-              "data_root": None, "deit_weights": None, "seed": 0, "birds_model": "small_vit_parts",
+              "data_root": None, "deit_weights": None, "ft_weights_dir": "", "seed": 0, "birds_model": "small_vit_parts",
               "n_birds": 2400, **paper_runs.TRAINING_SETTINGS},
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
     "ranges": {"n_eval": (1, None), "n_rank": (1, None), "photo_size": (1, None), "photo_variants": (1, None), "n_figure_photos": (0, None), "finetune_steps": (0, None), "finetune_batch": (1, None), "finetune_lr": (0.0, None), "temperature": (1e-06, None), "bench_batch": (1, None), "bench_rounds": (1, None), "bench_warmup": (0, None), "eval_batch": (1, None), "threads": (0, None), "seeds": (0, None), "falsify_keep_rates": (0.001, 1.0), "seed": (0, None), "n_birds": (1, None),
@@ -488,6 +491,7 @@ def load_paper_subject(cfg: SimpleNamespace, device: str):
     T = float(cfg.temperature)
     spec = paper_ft_spec("unpruned", cfg.seeds[0], None, None, T)
     run = paper_runs.trained_model(spec, cfg, cfg.data_root, cfg.deit_weights,
+                                   given=given_finetune(cfg, "unpruned", cfg.seeds[0]),
                                    prepare=ft_prepare("unpruned", None, None, T), device=device)
     base = run.model.cpu().eval()
     set_eager_attention(base, False)
@@ -1570,6 +1574,15 @@ def _measured(m: torch.nn.Module, train_s: float, cfg: SimpleNamespace, images, 
                  "images": "the base model's test split" if cfg.profile == "default" else "the notebook's images"}}
 
 
+def given_finetune(cfg: SimpleNamespace, name: str, seed: int) -> Optional[str]:
+    """The user's fine-tuned checkpoint of configuration ``name`` and ``seed``, ``ft_weights_dir/<name>_s<seed>.pth``,
+    when that file exists (else None: the recipe's run gives the model)."""
+    if not cfg.ft_weights_dir:
+        return None
+    path = Path(cfg.ft_weights_dir).expanduser() / f"{name}_s{seed}.pth"
+    return str(path) if path.is_file() else None
+
+
 def _paper_train_and_measure(spec, name: str, trained: bool, variance_cfg, tome_match, cfg: SimpleNamespace, images,
                              labels, device: str) -> tuple[dict, dict]:
     """One paper run of :data:`PAPER_RECIPE` (:func:`tokenprune.study.paper_runs.trained_model`: loaded from
@@ -1583,7 +1596,8 @@ def _paper_train_and_measure(spec, name: str, trained: bool, variance_cfg, tome_
     prepare = ft_prepare(name, variance_cfg, tome_match, float(cfg.temperature))
     run, train_s = None, 0.0
     if trained:
-        run = paper_runs.trained_model(spec, cfg, cfg.data_root, cfg.deit_weights, prepare=prepare, device=device)
+        run = paper_runs.trained_model(spec, cfg, cfg.data_root, cfg.deit_weights, given=given_finetune(cfg, name, spec.seed),
+                                       prepare=prepare, device=device)
         m, run = run.model, dataclasses.replace(run, model=None)
         train_s = sum(float(r["seconds"]) for r in run.summary["history"]) if run.summary else 0.0
     else:
