@@ -126,6 +126,11 @@ def test_03_varmedad_at_paper_on_fixtures(imagenet, tmp_path):
         assert c["our_value"] is not None and c["verdict"] == "inconclusive" and c["why"].startswith(WHOLE_SCHEDULE)
         assert "1 of 30 epochs" in c["why"] and "varmedad_deit_s_imagenet100" in c["why"]
         assert cid.replace(".paper_scale", "") not in claims                   # the proxy's ids are not filed here
+    # the off-the-shelf comparisons stand on the unpruned DeiT-S run too: paper-scale ids, the same premise
+    on_base = [c for c in res["claims"] if c.get("design") and c["id"] not in ids
+               and c["id"] not in ("varmedad.obj3.photos_vit_s14", "varmedad.settle.background_share")]
+    assert on_base and all(c["id"].startswith("varmedad.paper_scale.") and c["verdict"] == "inconclusive"
+                           and c["why"].startswith(WHOLE_SCHEDULE) for c in on_base)
     summaries = [json.loads(p.read_text()) for p in runs.glob("*/summary.json")]
     assert len(summaries) == 7 * 3                                             # every configuration, every seed
     assert all(s["spec"]["recipe"] == "varmedad_deit_s_imagenet100" and s["history"][0]["images"] == 2

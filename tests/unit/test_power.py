@@ -130,6 +130,19 @@ def test_gate_claims_turns_claims_on_a_failed_premise_inconclusive_and_keeps_the
         rep.gate_claims(bad, ["zzz"])
 
 
+
+def test_rename_claims_keeps_order_and_refuses_unknown_or_repeated_ids(tmp_path):
+    rep = R.Report("03_variance_medad", out_dir=tmp_path / "03", profile="paper")
+    for cid in ("varmedad.a", "varmedad.b"):
+        rep.add_claim(id=cid, paper="varmedad", statement="s", source="t", verdict="reproduced")
+    rep.rename_claims({"varmedad.a": "varmedad.paper_scale.a"})
+    assert [c.id for c in rep.claims] == ["varmedad.paper_scale.a", "varmedad.b"]
+    assert rep.claims[0].verdict == "reproduced" and rep.claims[0].profile == "paper"
+    with pytest.raises(ValueError, match="not filed"):
+        rep.rename_claims({"varmedad.a": "x"})
+    with pytest.raises(ValueError, match="repeat"):
+        rep.rename_claims({"varmedad.b": "varmedad.paper_scale.a"})
+
 def test_bar_premise_reads_the_checkpoint_and_the_role_bar():
     from tokenprune.study.audits import calibration as C
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from tokenprune.utils.environment import REPO_ROOT, provenance
 from tokenprune.utils.io import atomic_write_bytes, atomic_write_text, dumps_json, to_jsonable
@@ -307,6 +307,19 @@ class Report:
                 why = f"{d.why}; the rule alone: {c.verdict}" + (f" ({c.why})" if c.why else "")
             self._claims[i] = dataclasses.replace(c, verdict=d.verdict, why=why, test=d.rule)
         return ids
+
+    def rename_claims(self, ids: Mapping[str, str]) -> None:
+        """Give the filed claims of ``ids`` (old id -> new id) their new ids, in place (e.g. a paper-scale id once
+        the model a claim was measured on is known to be the paper's); an id not filed, or a new id that would
+        repeat one, is refused."""
+        known = {c.id for c in self._claims}
+        unknown = sorted(set(ids) - known)
+        if unknown:
+            raise ValueError(f"ids: not filed in report {self.name!r}: {unknown}")
+        after = [ids.get(c.id, c.id) for c in self._claims]
+        if len(set(after)) != len(after):
+            raise ValueError(f"ids: renaming {dict(ids)} would repeat a claim id in report {self.name!r}")
+        self._claims = [dataclasses.replace(c, id=new) for c, new in zip(self._claims, after)]
 
     def add_table(self, name: str, df: Any, index: bool | None = None, caption: str = "") -> Path:
         """Render a pandas DataFrame to ``<name>.csv`` (written by :meth:`write`); inside a notebook a

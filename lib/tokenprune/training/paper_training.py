@@ -127,10 +127,14 @@ def build_model(spec: RunSpec, num_classes: int, init_dir: Optional[str | os.Pat
 
     from tokenprune.core.patch import patch
 
-    model = timm.create_model(spec.model, pretrained=False, num_classes=num_classes,
-                              drop_path_rate=float(spec.values.get("drop_path", 0.0)),
-                              img_size=int(spec.values.get("img_size", 224)))
-    if spec.init and load_init:
+    def create():
+        return timm.create_model(spec.model, pretrained=False, num_classes=num_classes,
+                                 drop_path_rate=float(spec.values.get("drop_path", 0.0)),
+                                 img_size=int(spec.values.get("img_size", 224)))
+
+    if not (spec.init and load_init):
+        model = create()
+    else:
         path = Path(init_file) if init_file else Path(init_dir or ".") / spec.init
         if not path.is_file():
             raise FileNotFoundError(f"init: {spec.name} starts from {str(path) if init_file else repr(spec.init)}, "
@@ -138,13 +142,19 @@ def build_model(spec: RunSpec, num_classes: int, init_dir: Optional[str | os.Pat
                                     f"folder holding the checkpoint files)")
         sd = torch.load(path, map_location="cpu", weights_only=True)
         sd = sd.get("model", sd.get("state_dict", sd))
-        head = model.get_classifier()
+        with torch.device("meta"):     # every weight but a fresh head comes from the checkpoint: skip timm's init
+            model = create()
         own = model.state_dict()
         sd = {k: v for k, v in sd.items() if k in own and own[k].shape == v.shape}
         missing = [k for k in own if k not in sd]
         if [k for k in missing if not k.startswith("head")]:
             raise ValueError(f"init: {path} lacks {missing[:5]} of {spec.model}")
+        if any(n not in own for n, _ in model.named_buffers()):   # a buffer no state dict holds: initialise all
+            model = create()
+        else:
+            model = model.to_empty(device="cpu")
         model.load_state_dict(sd, strict=False)
+        head = model.get_classifier()
         if missing and isinstance(head, nn.Linear):
             nn.init.trunc_normal_(head.weight, std=0.02)
             nn.init.zeros_(head.bias)

@@ -480,8 +480,8 @@ def load_paper_subject(cfg: SimpleNamespace, device: str):
     The base of the off-the-shelf tests is the ``unpruned`` configuration's run of the recipe :data:`PAPER_RECIPE`
     with the first seed (:func:`paper_ft_spec`; :func:`tokenprune.study.paper_runs.trained_model`: loaded from
     ``runs_dir`` when finished there, else trained there now from ``deit_weights`` with a fresh 100-class head),
-    which :func:`finetune_all` then loads as that run. Returns the base, the dataset and the evaluation images
-    (resize 256, centre crop 224, ImageNet's normalisation)."""
+    which :func:`finetune_all` then loads as that run. Returns the base, the dataset, the evaluation images
+    (resize 256, centre crop 224, ImageNet's normalisation), their labels and the base's run (its model dropped)."""
     if not cfg.deit_weights or not os.path.isfile(str(cfg.deit_weights)):
         raise FileNotFoundError(f"deit_weights: profile 'paper' needs a local DeiT-S checkpoint file "
                                 f"(deit_small_patch16_224-cd65a155.pth from facebookresearch/deit); got {cfg.deit_weights!r}")
@@ -496,7 +496,7 @@ def load_paper_subject(cfg: SimpleNamespace, device: str):
     base = run.model.cpu().eval()
     set_eager_attention(base, False)
     x_u8, y = _eval_crops(ds["test"], cfg.n_eval, cfg.seed)
-    return base, ds, pre(x_u8), y
+    return base, ds, pre(x_u8), y, dataclasses.replace(run, model=None)
 
 
 def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
@@ -508,7 +508,7 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     the base model's full test split (the largest scale of every accuracy design)."""
     s = SimpleNamespace()
     if cfg.profile == "paper":
-        s.base, s.base_ds, s.x_eval, s.y_eval = load_paper_subject(cfg, device)
+        s.base, s.base_ds, s.x_eval, s.y_eval, s.base_run = load_paper_subject(cfg, device)
         s.n_test_split = len(s.base_ds["test"])
         s.ft_start = None       # every paper run starts from the recipe's model (paper_training.build_model)
     else:
@@ -1896,17 +1896,31 @@ def ledger_table(rep) -> pd.DataFrame:
                           "verdict": c.verdict} for c in rep.claims])
 
 
-def gate_on_calibration(rep: Any, cfg: Any) -> dict:
-    """Notebook 00's calibration as premises: every comparison claim measured on ``cfg.base_model`` (those with a
-    design, except the photo test on the pretrained ViT-S/14 and the SynthBirds background share) on its being 00's
-    chosen proxy and meeting C5 (:func:`tokenprune.study.audits.calibration.gate_on_proxy`), and the background share
-    on ``cfg.birds_model`` against the fine-grained bar. At the ``paper`` profile nothing is gated. Returns the
-    premises by what they say."""
+def _design_claims(rep: Any, skip: Sequence[str] = ()) -> list[str]:
+    """The claims with a design but the photo test on the pretrained ViT-S/14, and but ``skip``."""
+    return [c.id for c in rep.claims if c.design and c.id != "varmedad.obj3.photos_vit_s14" and c.id not in skip]
+
+
+def gate_on_calibration(rep: Any, cfg: Any, subjects: Optional[SimpleNamespace] = None) -> dict:
+    """Notebook 00's calibration as premises: every comparison claim measured on ``cfg.base_model``
+    (:func:`_design_claims`; the background share too when SynthBirds did not decide it) on its being 00's chosen proxy and meeting C5
+    (:func:`tokenprune.study.audits.calibration.gate_on_proxy`), and the background share on ``cfg.birds_model``
+    against the fine-grained bar. At the ``paper`` profile the base model is the unpruned DeiT-S run of the recipe
+    (``subjects.base_run``): those claims are gated on its whole schedule instead
+    (:func:`tokenprune.study.paper_runs.full_schedule_premise`) and take paper-scale ids, as the fine-tuned claims
+    do (their verdicts on DeiT-S may differ from the proxy's). Returns the premises by what they say."""
     if cfg.profile == "paper":
-        return {}
+        run = getattr(subjects, "base_run", None)
+        if run is None:
+            return {}
+        ids = [i for i in _design_claims(rep, ("varmedad.settle.background_share",))
+               if f".{paper_runs.PAPER_SCALE}." not in i]
+        premise = paper_runs.full_schedule_premise([run])
+        rep.gate_claims(premise, ids)
+        rep.rename_claims({i: paper_runs.paper_scale_id(i) for i in ids})
+        return {f"{run.spec.name}: whole schedule": premise}
     birds = [c.id for c in rep.claims if c.id == "varmedad.settle.background_share" and c.verdict != "not testable here"]
-    photos = ("varmedad.obj3.photos_vit_s14",)
-    ids = [c.id for c in rep.claims if c.design and c.id not in birds and c.id not in photos]
+    ids = _design_claims(rep, birds)
     out = calibration.gate_on_proxy(rep, cfg.base_model, ids)
     if birds and cfg.birds_model:
         out[f"{cfg.birds_model}: C5"] = calibration.gate_on_bar(rep, cfg.birds_model, birds, role="fine-grained")
