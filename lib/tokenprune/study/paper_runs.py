@@ -84,7 +84,7 @@ def gpu_hours(spec: RunSpec, measured_img_per_s: Optional[float] = None, measure
 
 # ---------------------------------------------------------------------------------------------- notebooks
 #: every notebook's training settings (the same at each profile; only ``paper`` trains with them). The tests shrink
-#: the first three (batch and steps) and nothing else
+#: the first four (batch, steps and evaluation images) and nothing else
 TRAINING_SETTINGS: dict = {"train_batch_per_process": 0, "train_steps_per_epoch": 0, "train_epochs": 0,
                            "train_eval_images": 0, "train_workers": 8, "runs_dir": ""}
 TRAINING_PARAMETERS: dict = {
@@ -153,7 +153,8 @@ class TrainedRun:
     def describe(self) -> str:
         if self.summary is None:
             return f"the given checkpoint {self.path}"
-        lim = {k: v for k, v in self.summary["limits"].items() if v is not None and k != "workers"}
+        lim = {k: v for k, v in self.summary["limits"].items()
+               if v is not None and k not in ("workers", "eval_images")}   # what shortens the training
         return (f"{self.spec.name} ({self.source}; recipe {self.spec.recipe}, {self.epochs_trained} of "
                 f"{self.summary['recipe_epochs']} epochs, {self.summary['steps_per_epoch']} steps of "
                 f"{self.summary['global_batch']} images per epoch, lr {self.summary['lr']:.3g}"
