@@ -393,7 +393,7 @@ def pending_training_claims(rep: Any, skip: Sequence[str] = ("evit.top1.deit_s.k
     for k in sorted(_DEIT_S["keep"], reverse=True):
         pk = _DEIT_S["keep"][k]
         for red, col, with_ in (("fused", "top1", "with"), ("dropped", "top1_no_fusion", "without")):
-            cid = f"evit.top1.deit_s.keep{k:g}" + ("" if red == "fused" else ".dropped")
+            cid = _keep_claim_id(k, "fuse_attention" if red == "fused" else "drop")
             claims.append(dict(id=cid, statement=f"DeiT-S trained with EViT at keep {k:g} {with_} fusion reaches "
                                                  f"{pk[col]} % ImageNet top-1",
                                source="EViT README / Table 2", paper_value=pk[col], unit="% top-1",
