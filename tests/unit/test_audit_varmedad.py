@@ -558,7 +558,12 @@ def test_paper_temperature_is_one_the_recipe_trains():
     cfg = params.setup("03_variance_medad", "paper", {"temperature": 0.3})
     with pytest.raises(ValueError, match=r"temperature: .*varmedad_deit_s_imagenet100.*fusion_temperature"):
         audit.start(cfg)
-    audit.start(params.setup("03_variance_medad", "default", {"temperature": 0.3}))   # default: any T > 0
+    threads = torch.get_num_threads()
+    with torch.random.fork_rng(devices=[]):
+        try:   # start() sets the process's torch threads and seeds: restored, so no later test inherits them
+            audit.start(params.setup("03_variance_medad", "default", {"temperature": 0.3}))   # default: any T > 0
+        finally:
+            torch.set_num_threads(threads)
 
 
 def test_paper_runs_are_the_recipe_runs_one_per_configuration():
