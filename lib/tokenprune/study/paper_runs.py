@@ -25,14 +25,14 @@ from typing import Any, Optional, Sequence
 
 from tokenprune.study import verdicts
 from tokenprune.study.paper_numbers import EVIT
-from tokenprune.training.paper_training import (Limits, PrepareFn, RunSpec, _limits_record, load_trained,
+from tokenprune.training.paper_training import (Limits, PrepareFn, RunSpec, training_limits, load_trained,
                                                  model_with_weights, run_specs, train_run)
 from tokenprune.training.recipe_book import load_recipe, recipe_names
 from tokenprune.utils.environment import REPO_ROOT
 
 __all__ = ["DATASET_IMAGES", "GpuHours", "gpu_hours", "main", "TRAINING_SETTINGS", "TRAINING_PARAMETERS",
            "TRAINING_RANGES", "limits_of", "runs_root", "recipe_run", "TrainedRun", "trained_model",
-           "full_schedule_premise", "paper_scale_id", "PAPER_SCALE"]
+           "full_schedule_premise", "paper_scale_id", "PAPER_SCALE", "file_top1_claim"]
 
 #: training images of each dataset's release (for GPU-hour estimates before any file is read)
 DATASET_IMAGES = {"imagenet": 1_281_167, "imagenet100": 126_689, "cub200": 5_994, "stanford_cars": 8_144,
@@ -180,7 +180,7 @@ def _finished(spec: RunSpec, out: Path, limits: Limits) -> bool:
         return False
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     lim = summary.get("limits", {})
-    same = {k: lim.get(k) for k in _limits_record(limits)} == _limits_record(limits)
+    same = {k: lim.get(k) for k in training_limits(limits)} == training_limits(limits)
     epochs = int(limits.epochs or spec.values["epochs"])
     return summary.get("spec_hash") == spec.spec_hash() and same and len(summary["history"]) >= epochs
 
@@ -207,11 +207,11 @@ def trained_model(spec: RunSpec, cfg: Any, data_root: Optional[str], init_file: 
     if source == "trained":
         g = gpu_hours(spec)
         print(f"[estimate] {spec.name}: {g.hours:.1f} A100-hours for the recipe's schedule ({g.source}); training "
-              f"into {out}" + (f" under limits {_limits_record(limits)}, {limits.epochs or spec.values['epochs']} "
-                               "epoch(s)" if _limits_record(limits) != _limits_record(Limits()) or limits.epochs
+              f"into {out}" + (f" under limits {training_limits(limits)}, {limits.epochs or spec.values['epochs']} "
+                               "epoch(s)" if training_limits(limits) != training_limits(Limits()) or limits.epochs
                                else ""), flush=True)
         train_run(spec, out, data_root, None, limits, device, progress=True, init_file=init_file, prepare=prepare)
-    model, summary = load_trained(spec, out, _classes(spec, data_root), prepare)
+    model, summary = load_trained(spec, out, prepare=prepare)   # its classes from the run's summary
     return TrainedRun(spec, model, source, summary, str(out))
 
 
@@ -222,6 +222,19 @@ def full_schedule_premise(runs: Sequence[TrainedRun]) -> verdicts.Premise:
     return verdicts.Premise("every training run trained its recipe's whole schedule", not short,
                             "; ".join(r.describe() for r in short) if short else
                             f"{len(runs)} run(s): " + "; ".join(r.describe() for r in runs))
+
+
+def file_top1_claim(rep: Any, claim_id: str, paper: str, statement: str, source: str, paper_top1: float,
+                    top1: float, low: float, high: float, why: str, runs: Sequence[TrainedRun] = ()) -> None:
+    """File a paper-scale top-1 claim (:func:`paper_scale_id` of ``claim_id``; percent): the rule of every top-1
+    figure (the 95 % interval ``[low, high]`` contains the paper's ``paper_top1``), gated on
+    :func:`full_schedule_premise` of the ``runs`` it was measured on (none: a model that was not trained here)."""
+    decision = verdicts.Magnitude(paper_top1, 0.0, unit="% top-1").decide(top1, low, high)
+    if runs:
+        decision = full_schedule_premise(runs).gate(decision)
+    rep.add_claim(id=paper_scale_id(claim_id), paper=paper, statement=statement, source=source,
+                  paper_value=paper_top1, our_value=round(top1, 2), ci=[round(low, 2), round(high, 2)],
+                  unit="% top-1", decision=decision, why=why)
 
 
 def paper_scale_id(claim_id: str) -> str:

@@ -37,7 +37,8 @@ import torch.nn as nn
 
 from tokenprune.training.recipe_book import PaperRecipe
 
-__all__ = ["RunSpec", "Limits", "run_specs", "build_model", "build_data", "train_run", "load_trained", "model_with_weights"]
+__all__ = ["RunSpec", "Limits", "run_specs", "build_model", "build_data", "train_run", "load_trained", "model_with_weights",
+           "training_limits"]
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -261,7 +262,7 @@ def _save(path: Path, obj: dict) -> None:
 PrepareFn = Callable[[nn.Module], nn.Module]
 
 
-def _limits_record(limits: Limits) -> dict:
+def training_limits(limits: Limits) -> dict:
     """What of ``limits`` changes every epoch's training: the batch and the steps per epoch (a run resumed with
     more epochs, or evaluated on other images, is the same run)."""
     return {"batch_per_process": limits.batch_per_process, "steps_per_epoch": limits.steps_per_epoch}
@@ -334,9 +335,9 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
         if state["spec_hash"] != spec.spec_hash():
             raise ValueError(f"out_dir: {ck} is a checkpoint of run {state['spec_hash']}, not of {spec.spec_hash()} "
                              f"({spec.name}); use another --out")
-        if state.get("limits", _limits_record(Limits())) != _limits_record(limits):
+        if state.get("limits", training_limits(Limits())) != training_limits(limits):
             raise ValueError(f"out_dir: {ck} was trained under limits {state.get('limits')}, not "
-                             f"{_limits_record(limits)}; use another --out (a shortened run never continues as "
+                             f"{training_limits(limits)}; use another --out (a shortened run never continues as "
                              "another)")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -383,7 +384,7 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
         history.append(row)
         if rank == 0:
             state = {"spec_hash": spec.spec_hash(), "spec": dataclasses.asdict(spec), "epoch": epoch,
-                     "limits": _limits_record(limits), "epochs": epochs,
+                     "limits": training_limits(limits), "epochs": epochs,
                      "history": history, "model": model.state_dict(), "optimizer": opt.state_dict(),
                      "scheduler": sched.state_dict(), "ema": None if ema is None else ema.state_dict()}
             _save(ck, state)
@@ -398,9 +399,9 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
     best = max(history, key=lambda r: max(r["top1"], r.get("top1_ema", -1.0))) if history else None
     summary = {"spec": dataclasses.asdict(spec), "spec_hash": spec.spec_hash(), "world_size": world,
                "global_batch": global_batch, "lr": lr, "steps_per_epoch": steps, "history": history, "best": best,
-               "resumed_from": resumed, "limits": dataclasses.asdict(limits), "epochs": epochs,
+               "resumed_from": resumed, "limits": dataclasses.asdict(limits), "epochs": epochs, "num_classes": classes,
                "recipe_epochs": int(v["epochs"]),
-               "shortened": _limits_record(limits) != _limits_record(Limits()) or epochs < int(v["epochs"])}
+               "shortened": training_limits(limits) != training_limits(Limits()) or epochs < int(v["epochs"])}
     if rank == 0:
         from tokenprune.utils.io import write_json
 
@@ -432,10 +433,11 @@ def model_with_weights(spec: RunSpec, num_classes: int, state_dict: dict,
     return model.eval()
 
 
-def load_trained(spec: RunSpec, out_dir: str | os.PathLike, num_classes: int,
+def load_trained(spec: RunSpec, out_dir: str | os.PathLike, num_classes: Optional[int] = None,
                  prepare: Optional[PrepareFn] = None) -> tuple[nn.Module, dict]:
-    """The model of the finished run in ``out_dir`` (its last epoch's weights: :func:`model_with_weights`) and its
-    summary. Raises FileNotFoundError when the run has no summary, ValueError when it is another run's."""
+    """The model of the finished run in ``out_dir`` (its last epoch's weights: :func:`model_with_weights`; its
+    classes as the summary records them unless ``num_classes`` is given) and its summary. Raises FileNotFoundError
+    when the run has no summary, ValueError when it is another run's."""
     out = Path(out_dir)
     if not (out / "summary.json").is_file():
         raise FileNotFoundError(f"out_dir: {out} holds no finished run of {spec.name} (no summary.json)")
@@ -443,4 +445,6 @@ def load_trained(spec: RunSpec, out_dir: str | os.PathLike, num_classes: int,
     if summary["spec_hash"] != spec.spec_hash():
         raise ValueError(f"out_dir: {out} holds run {summary['spec_hash']}, not {spec.spec_hash()} ({spec.name})")
     state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
-    return model_with_weights(spec, num_classes, state["model"], prepare), summary
+    if num_classes is None and "num_classes" not in summary:
+        raise ValueError(f"num_classes: the summary in {out} does not record the classes; pass them")
+    return model_with_weights(spec, num_classes or int(summary["num_classes"]), state["model"], prepare), summary

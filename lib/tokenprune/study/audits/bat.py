@@ -57,7 +57,7 @@ from tokenprune.measure.trend import Trend, trend_contrast
 from tokenprune.methods.bat import dpc_knn
 from tokenprune.methods.tome import tome_schedule
 from tokenprune.study import figures as viz
-from tokenprune.study import paper_runs, verdicts
+from tokenprune.study import paper_runs
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import BAT, EVIT, TOME
 from tokenprune.measure.power import Design
@@ -1300,14 +1300,11 @@ def paper_scale_top1(rep: Any, cfg: Any, proxy: SimpleNamespace) -> pd.DataFrame
         want = BAT_S["keep"][r]["top1"]
         rows.append({"keep_rate": r, "source": run.source, "epochs": run.epochs_trained, **ci_columns(ci, "top1", 100),
                      "paper_top1": want})
-        decision = paper_runs.full_schedule_premise([run]).gate(
-            verdicts.Magnitude(want, 0.0, unit="% top-1").decide(ci.estimate * 100, ci.low * 100, ci.high * 100))
-        rep.add_claim(id=paper_runs.paper_scale_id(f"bat.top1.deit_s.keep{r:g}"), paper="bat",
-                      statement=f"DeiT-S with BAT at keep rate {r:g} reaches {want} % ImageNet top-1",
-                      source="BAT Table 1", paper_value=want, our_value=round(ci.estimate * 100, 2),
-                      ci=[round(ci.low * 100, 2), round(ci.high * 100, 2)], unit="% top-1", decision=decision,
-                      why=f"{run.describe()}; {len(p.labels)} ImageNet validation images (class-balanced), 95 % "
-                          "bootstrap interval; last epoch's weights")
+        paper_runs.file_top1_claim(
+            rep, f"bat.top1.deit_s.keep{r:g}", "bat", f"DeiT-S with BAT at keep rate {r:g} reaches {want} % ImageNet "
+            "top-1", "BAT Table 1", want, ci.estimate * 100, ci.low * 100, ci.high * 100,
+            f"{run.describe()}; {len(p.labels)} ImageNet validation images (class-balanced), 95 % bootstrap interval; "
+            "last epoch's weights", [run])
     return pd.DataFrame(rows)
 
 

@@ -596,14 +596,10 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
                                            preprocess=in_pre, progress=False)
         return evaluation.Predictions(logits, labels)
 
-    def top1_claim(cid: str, statement: str, row: dict, paper: float, why: str, premise=None) -> None:
-        decision = verdicts.Magnitude(paper, 0.0, unit="% top-1").decide(row["top1"], row["top1_low"],
-                                                                          row["top1_high"])
-        rep.add_claim(id=paper_runs.paper_scale_id(cid), paper="evit", statement=statement,
-                      source="EViT README / Table 2", paper_value=paper, our_value=round(row["top1"], 2),
-                      ci=[round(row["top1_low"], 2), round(row["top1_high"], 2)], unit="% top-1",
-                      decision=decision if premise is None else premise.gate(decision),
-                      why=f"{why}; ImageNet val, {len(val)} images, 95 % bootstrap interval of top-1")
+    def top1_claim(cid: str, statement: str, row: dict, paper: float, why: str, runs=()) -> None:
+        paper_runs.file_top1_claim(rep, cid, "evit", statement, "EViT README / Table 2", paper, row["top1"],
+                                   row["top1_low"], row["top1_high"],
+                                   f"{why}; ImageNet val, {len(val)} images, 95 % bootstrap interval of top-1", runs)
 
     deit = timm.create_model("deit_small_patch16_224", pretrained=False)
     load_checkpoint(deit, str(Path(cfg.deit_s_weights).expanduser()), strict=True)
@@ -635,7 +631,7 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
             continue          # a keep rate the paper prints no figure for: in the table only
         top1_claim(_keep_claim_id(keep, red), f"DeiT-S trained with EViT at keep {keep:g} "
                    f"{'with' if fused else 'without'} fusion reaches {paper} % ImageNet top-1", row, paper,
-                   run.describe(), paper_runs.full_schedule_premise([run]))
+                   run.describe(), [run])
     return pd.DataFrame(paper_rows)
 
 
