@@ -104,7 +104,7 @@ def _head(model: VisionTransformer, x: torch.Tensor, features: bool = False):
 
 
 def cache_tokens(model: torch.nn.Module, images: torch.Tensor, blocks: Sequence[int], batch: int = 128,
-                 dtype: str = "bf16", device: Optional[str] = None) -> SplitCache:
+                 dtype: str = "fp32", device: Optional[str] = None) -> SplitCache:
     """Run ``model`` (unpruned) over ``images`` once and cache the tokens at the reduction point of ``blocks``.
 
     ``images`` are ready for the model (size, normalisation). A patched model is run as the plain timm model
@@ -200,7 +200,7 @@ def score_cached(cache: SplitCache, block: int, scorer: str | ScorerSpec, batch:
 
 
 def prune_cached(model: torch.nn.Module, cache: SplitCache, block: int, scores: torch.Tensor, keep_rate: float,
-                 batch: int = 256, dtype: str = "bf16", device: Optional[str] = None,
+                 batch: int = 256, dtype: str = "fp32", device: Optional[str] = None,
                  run_model: bool = True) -> tuple[Optional[torch.Tensor], torch.Tensor]:
     """Keep the ``ceil(keep_rate * (N - p))`` best-scored prunable tokens at ``block`` (ties to the lower
     index, as :func:`tokenprune.core.scorers.select_topk`) and finish the forward pass from the cache.

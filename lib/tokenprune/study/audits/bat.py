@@ -104,7 +104,7 @@ PARAMETERS: dict[str, str] = {
     "pair_fraction": "BAT: share of attentive tokens paired and combined (0: no pairing)",
     "merge_weight": "BAT: weights of the cluster averages: attention | size | uniform",
     "ablations": "which ablations: few (importance / diversity / pairing) | all (also k, clusters, weights)",
-    "dtype": "inference dtype of the proxy evaluation: fp32 | bf16",
+    "dtype": "precision of the proxy's evaluations and of its in-notebook fine-tunes: fp32 | bf16 (autocast)",
     "sweep_batch": "images per batch of the proxy evaluation",
     "threads": "torch threads (0: torch's default); 1 is robust on a shared 2-core CPU",
     "figure_model": "model of the photo figures: vit_s14 (pretrained) | random_tiny (smoke)",
@@ -133,7 +133,7 @@ PROFILES: dict[str, dict[str, Any]] = {
     "default": {**_COMMON, "proxy_model": calibration.PROXY, "n_eval": 1000, "n_full": 0, "n_div": 256,
                 "keep_rates": [0.9, 0.7, 0.5, 0.3, 0.2], "ablation_keep_rates": [0.3],
                 "bench_batch": 8, "bench_rounds": 5, "finetune_steps": 20, "finetune_seeds": [0, 1, 2],
-                "finetune_keep_rates": [0.5], "dtype": "bf16", "bench_keep_rates": [0.7, 0.3],
+                "finetune_keep_rates": [0.5], "dtype": "fp32", "bench_keep_rates": [0.7, 0.3],
                 "bench_model": "deit_small_patch16_224", "measure_macs": True, "figure_model": "vit_s14",
                 "figure_img": 224, "photos": 4, "ft_batch": 64, "ablations": "all", "sweep_batch": 250, "threads": 1},
     "paper": {**_COMMON, "proxy_model": "deit_small_patch16_224", "n_eval": 10000, "n_full": 0, "n_div": 1000,
@@ -1163,7 +1163,7 @@ def run_finetune(base: torch.nn.Module, probe: torch.nn.Module, bat: PruneConfig
                 m = copy.deepcopy(base)
                 rec = finetune_recipe(recipe, conf, name=f"ft_{name}_{r:g}_{s}", seed=int(s), epochs=1.0,
                                       batch_size=cfg.ft_batch, lr=1e-4, min_lr=1e-6, warmup_epochs=0.0,
-                                      keep_start=0.0, keep_length=0.5, train_subset=None)
+                                      keep_start=0.0, keep_length=0.5, train_subset=None, dtype=cfg.dtype)
                 res = finetune(m, rec, ft_train, conf)
                 p = evaluation.predict(m, images, labels, batch=cfg.sweep_batch, dtype=cfg.dtype)
                 per_seed[(s, name)] = p

@@ -114,7 +114,7 @@ PARAMETERS = {
                  "image. paper: 49 of DeiT's 196 (a quarter): 196 instead of 784 forwards of DeiT-B from block 6 per "
                  "image, and a per-image Spearman over 49 tokens has a standard error of about 1/sqrt(48) = 0.14, "
                  "0.03 over the 32 images. The check only (signal fd trains on every token)",
-    "dtype": "bf16 | fp32 (autocast for inference and training)",
+    "dtype": "bf16 | fp32 (autocast for inference and training; smoke, default: fp32, paper: bf16)",
     "torch_threads": "CPU threads for torch (0: torch's default)",
     "data_root": "paper: folder holding CUB_200_2011/, stanford_cars/, fgvc-aircraft-2013b/",
     "checkpoint_dir": "paper: folder holding the user's <dataset>_<small|large>.pth (DeiT-S / DeiT-B fine-tuned); a "
@@ -127,7 +127,7 @@ PARAMETERS = {
 
 _common = dict(seed=0, keep_rates=[0.25, 0.5, 0.7], seeds=[0, 1, 2], head_lr=1e-3, signal="grad",
                signal_target="pred_logit", probes=4, rank_loss="listnet", task_tau=0.5, part_source="keypoints",
-               coverage_variant="parts", margin=1.0, ceiling=0.98, dtype="bf16", data_root="", checkpoint_dir="",
+               coverage_variant="parts", margin=1.0, ceiling=0.98, dtype="fp32", data_root="", checkpoint_dir="",
                torch_threads=1, fd_tokens=0, init_dir="", **paper_runs.TRAINING_SETTINGS)
 PROFILES = {
     "smoke": dict(_common, n_train=32, n_eval=32, n_train_large=16, n_eval_large=16, blocks=[2, 6, 10],
@@ -140,7 +140,7 @@ PROFILES = {
     "paper": dict(_common, n_train=2048, n_eval=2048, n_train_large=2048, n_eval_large=2048, blocks=[2, 4, 6, 8, 10],
                   large_blocks=[2, 4, 6, 8, 10], steps=1000, head_batch=32, settings=PAPER_SETTINGS,
                   task_settings=[f"{d}/small" for d in ("cub", "cars", "aircraft")], parts_large_img_size=224,
-                  n_boot=2000, fd_images=32, fd_probes=4, torch_threads=0, fd_tokens=49),
+                  n_boot=2000, fd_images=32, fd_probes=4, torch_threads=0, fd_tokens=49, dtype="bf16"),
     # inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
     "ranges": {"head_lr": (0.0, None), "probes": (1, None), "task_tau": (1e-06, None), "margin": (0.0, None), "ceiling": (0.0, 1.0), "torch_threads": (0, None), "n_train": (1, None), "n_eval": (1, None), "n_train_large": (1, None), "n_eval_large": (1, None), "steps": (1, None), "head_batch": (1, None), "parts_large_img_size": (1, None), "n_boot": (1, None), "fd_images": (1, None), "fd_probes": (1, None), "fd_tokens": (0, None), **paper_runs.TRAINING_RANGES, "keep_rates": (0.001, 1.0), "seeds": (0, None), "blocks": (1, None), "large_blocks": (1, None), "seed": (0, None)},
     "choices": {"signal": ["grad", "fd"], "signal_target": list(sensitivity.TARGETS), "rank_loss": list(learned.LOSSES),

@@ -586,13 +586,14 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
     in_pre = tp_train.Preprocess(224, channels=3, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
                                  resize="bicubic", crop_ratio=0.875)
     dev_in = "cuda" if torch.cuda.is_available() else "cpu"
+    in_dtype = "bf16" if dev_in == "cuda" else "fp32"   # as the recipe's runs evaluate (paper_training)
 
     val = in1k["test"]
     if 0 < cfg.paper_eval_images < len(val):   # class-balanced (issue 15, item 4)
         val = val.select(data.class_balanced_indices(val["label"], cfg.paper_eval_images, seed).tolist())
 
     def imagenet_predictions(model):
-        logits, labels = tp_train.evaluate(model, val, batch=cfg.batch, dtype="bf16", device=dev_in,
+        logits, labels = tp_train.evaluate(model, val, batch=cfg.batch, dtype=in_dtype, device=dev_in,
                                            preprocess=in_pre, progress=False)
         return evaluation.Predictions(logits, labels)
 
@@ -701,12 +702,12 @@ class SmallViT:
 
     @property
     def eval_kw(self) -> dict:
-        return dict(batch=self.eval_batch, dtype="bf16", device=self.device)
+        return dict(batch=self.eval_batch, dtype="fp32", device=self.device)
 
     @property
     def sweep_kw(self) -> dict:
         """``prune_sweep``'s options (it runs on the GPU when there is one)."""
-        return dict(batch=self.eval_batch, dtype="bf16")
+        return dict(batch=self.eval_batch, dtype="fp32")
 
     @property
     def img_size(self) -> int:
@@ -1143,7 +1144,7 @@ def synthbirds_sweep(rep: Any, cfg: Any, sweep_cfgs: Sequence[PruneConfig]):
     XB = parts_model.tp_preprocess(xb)
     patch(parts_model, keep_rate=1.0)
     parts_cfgs = [c_ for c_ in sweep_cfgs if c_.keep_rate in cfg.parts_keep_rates]
-    sweep_b, P_b = _sweep(parts_model, XB, yb, parts_cfgs, cfg.seed, dict(batch=cfg.eval_batch, dtype="bf16"))
+    sweep_b, P_b = _sweep(parts_model, XB, yb, parts_cfgs, cfg.seed, dict(batch=cfg.eval_batch, dtype="fp32"))
     add_top5(sweep_b, P_b, cfg.seed)
     # the comparisons of the SynthBirds model: a SmallViT view of its images (only compare() is used)
     n_test = int(parts_recipe.dataset_kwargs.get("n_test", len(yb)))
@@ -1372,7 +1373,7 @@ def oracle_at_block1(rep: Any, st: SmallViT, cfg: Any) -> pd.DataFrame:
     n_or = min(cfg.oracle_images, len(st.y))
     t0 = time.perf_counter()
     oracle_maps = oracle.resample_map(oracle.oracle_cls_attention(
-        vit_oracle, _to_oracle(st.x_raw[:n_or], cfg.oracle_img_size), batch=128, dtype="bf16"), st.grid)
+        vit_oracle, _to_oracle(st.x_raw[:n_or], cfg.oracle_img_size), batch=128, dtype="fp32"), st.grid)
     oracle_s = time.perf_counter() - t0
     X_or, y_or = st.X[:n_or], st.y[:n_or]
     full_or = evaluation.Predictions(st.full.logits[:n_or], st.full.labels[:n_or])

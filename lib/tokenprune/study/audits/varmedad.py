@@ -79,7 +79,8 @@ PARAMETERS = {
     "bench_rounds": "interleaved timing rounds",
     "bench_warmup": "untimed warm-up rounds",
     "measure_macs": "also count MACs with FlopCounterMode (the overlap models; every model at paper)",
-    "dtype": "fp32 | bf16 autocast for accuracy runs",
+    "dtype": "fp32 | bf16 autocast for accuracy runs (the cached fine-tunes' outputs keep the precision they were "
+             "measured in, their sidecar's eval_dtype)",
     "eval_batch": "images per evaluation batch",
     "threads": "torch threads for the experiments (0: torch default; timing uses the default)",
     "falsify_keep_rates": "keep rates of the high/low-variance/random test",
@@ -111,7 +112,7 @@ PROFILES = {
     "default": {"base_model": calibration.PROXY, "s14_model": "vit_s14_fmnist_linear", "n_eval": 1000,
                 "n_rank": 256, "photo_size": 224, "photo_variants": 3, "n_figure_photos": 3, "finetune_steps": 128,
                 "finetune_batch": 128, "finetune_lr": 3e-4, "seeds": [0, 1, 2, 3, 4], "temperature": 0.5,
-                "bench_batch": 4, "bench_rounds": 4, "bench_warmup": 1, "measure_macs": True, "dtype": "bf16",
+                "bench_batch": 4, "bench_rounds": 4, "bench_warmup": 1, "measure_macs": True, "dtype": "fp32",
                 "eval_batch": 250, "threads": 1, "falsify_keep_rates": [0.6, 0.4],
                 "finetune_configs": ["variance", "evit", "tome", "unpruned", "overlap_variance", "medad_r03"],
                 "data_root": None, "deit_weights": None, "ft_weights_dir": "", "seed": 0, "birds_model": "small_vit_parts",
