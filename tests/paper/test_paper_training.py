@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from tokenprune.core.patch import prune_state
 from tokenprune.study import paper_runs
 from tokenprune.training import paper_training as pt
 from tokenprune.training.recipe_book import load_recipe
@@ -136,7 +137,7 @@ def test_notebooks_train_then_load_and_a_shortened_run_is_not_judged(imagenet, t
     x = torch.randn(2, 3, 224, 224)
     with torch.inference_mode():
         assert torch.equal(a.model(x), b.model(x))
-    assert b.model.keep_rate[4] == pytest.approx(0.7)             # pruning as evaluated: EViT's keep 0.7 (block 4)
+    assert prune_state(b.model).schedule.at(3) == pytest.approx(0.7)           # pruning as evaluated: EViT's keep 0.7 (block 4)
     prem = paper_runs.full_schedule_premise([a])
     assert not prem.holds and "1 of 30 epochs" in prem.detail and "shortened" in prem.detail
     torch.save({"model": a.model.state_dict()}, tmp_path / "given.pth")

@@ -4,6 +4,7 @@ import itertools
 
 import pytest
 
+from tokenprune.core.patch import prune_state
 from tokenprune.study import params, verdicts
 from tokenprune.study.audits import varmedad as audit
 
@@ -588,7 +589,7 @@ def test_ft_prepare_gives_the_overlap_embedding_and_the_configuration():
     for name, patches, keep in (("overlap_variance", 18 * 18, 0.6), ("unpruned", 196, 1.0)):
         spec = audit.paper_ft_spec(name, 0, _VAR, _TOME, 0.5)
         m = audit.ft_prepare(name, _VAR, _TOME, 0.5)(build_model(spec, 100, load_init=False))
-        assert m.patch_embed.num_patches == patches and m.keep_rate[4] == pytest.approx(keep)
+        assert m.patch_embed.num_patches == patches and prune_state(m).schedule.at(3) == pytest.approx(keep)
 
 
 def test_paper_data_must_have_the_recipe_classes(tmp_path):

@@ -127,11 +127,11 @@ def test_evit_fused_token_is_raw_attention_weighted_sum():
 def test_keep_rate_knob_and_repatch():
     m = patch(timm.create_model("deit_tiny_patch16_224").eval(), keep_rate=0.7)
     m.keep_rate = 0.5
-    assert m.keep_rate == {4: 0.5, 7: 0.5, 10: 0.5}
+    assert m.keep_rate == 0.5 and prune_state(m).schedule.keep_rates == {3: 0.5, 6: 0.5, 9: 0.5}
     m.keep_rate = [0.9, 0.8, 0.7]
-    assert m.keep_rate == {4: 0.9, 7: 0.8, 10: 0.7}
+    assert m.keep_rate == [0.9, 0.8, 0.7] and prune_state(m).schedule.keep_rates == {3: 0.9, 6: 0.8, 9: 0.7}
     patch(m, keep_rate=0.6, locations=[2])
-    assert m.keep_rate == {2: 0.6}
+    assert m.keep_rate == 0.6 and prune_state(m).schedule.locations == (2,)
     with torch.inference_mode():
         m(torch.randn(1, 3, 224, 224))
     assert prune_state(m).token_counts[1] == 1 + math.ceil(0.6 * 196) + 1

@@ -11,14 +11,19 @@ Conventions (EViT, youweiliang/evit evit.py):
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+import torch
 
 __all__ = [
     "EVIT_LOCATIONS",
     "Schedule",
     "num_keep",
     "check_keep_rate",
+    "as_real_scalar",
+    "is_rate_sequence",
     "token_counts",
     "cosine_keep_rate",
 ]
@@ -27,13 +32,33 @@ __all__ = [
 EVIT_LOCATIONS: tuple[int, ...] = (4, 7, 10)
 
 
-def check_keep_rate(keep_rate: float, name: str = "keep_rate") -> float:
-    """Validate a keep rate: a real number in (0, 1]."""
-    if isinstance(keep_rate, bool) or not isinstance(keep_rate, (int, float)):
-        raise TypeError(f"{name}: expected a number in (0, 1], got {type(keep_rate).__name__} {keep_rate!r}")
-    if not 0.0 < float(keep_rate) <= 1.0:
+def as_real_scalar(value: object, name: str) -> float:
+    """``value`` as a Python float if it is one real number: a Python int or float, a numpy scalar or 0-d array, or
+    a 0-d real tensor; a TypeError naming ``name`` otherwise (bools and strings are refused)."""
+    if isinstance(value, bool) or isinstance(value, (str, bytes)):
+        raise TypeError(f"{name}: expected a real number, got {type(value).__name__} {value!r}")
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if hasattr(value, "ndim") and hasattr(value, "dtype") and getattr(value, "ndim") == 0:
+        kind = getattr(value.dtype, "kind", None)  # numpy: 'f', 'i', 'u'; torch dtypes have is_floating_point
+        is_real = kind in ("f", "i", "u") if kind is not None else not (value.dtype.is_complex or value.dtype == torch.bool)
+        if is_real:
+            return float(value.item())
+    raise TypeError(f"{name}: expected a real number (Python, numpy scalar or 0-d tensor), got "
+                    f"{type(value).__name__} {value!r}")
+
+
+def check_keep_rate(keep_rate: object, name: str = "keep_rate") -> float:
+    """Validate a keep rate: one real number in (0, 1] (Python, numpy or a 0-d tensor); returns it as a float."""
+    rate = as_real_scalar(keep_rate, name)
+    if not 0.0 < rate <= 1.0:  # NaN fails this too
         raise ValueError(f"{name}: must lie in (0, 1], got {keep_rate!r}")
-    return float(keep_rate)
+    return rate
+
+
+def is_rate_sequence(keep_rate: object) -> bool:
+    """Whether ``keep_rate`` is one keep rate per location (a list or tuple) rather than one for all."""
+    return isinstance(keep_rate, (list, tuple))
 
 
 def num_keep(num_prunable: int, keep_rate: float) -> int:
@@ -62,7 +87,7 @@ class Schedule:
                                  f"{depth}-block model, got {loc!r}")
         if len(set(locs)) != len(locs):
             raise ValueError(f"locations: duplicates in {locs}")
-        if isinstance(keep_rate, (list, tuple)):
+        if is_rate_sequence(keep_rate):
             if len(keep_rate) != len(locs):
                 raise ValueError(f"keep_rate: got {len(keep_rate)} rates for {len(locs)} locations {locs}")
             rates = [check_keep_rate(r) for r in keep_rate]
