@@ -556,11 +556,6 @@ def patch(model: VisionTransformer,
     if not isinstance(trace, bool) or not isinstance(prop_attn, bool):
         raise TypeError("trace, prop_attn: expected True or False")
     given = _as_given(keep_rate)
-    pool = getattr(model, "global_pool", "token")
-    if pool not in ("token", "") or getattr(model, "attn_pool", None) is not None:
-        warnings.warn(f"model.global_pool={pool!r}: after a reduction the head pools the tokens that remain, a "
-                      "fused or merged token counting once (not the original patches); EViT and DeiT classify from "
-                      "the [CLS] token (global_pool='token')", stacklevel=2)
     scorer_spec = get_scorer(scorer)
     reducer_spec = get_reducer(reducer, **(reducer_options or {}))
     has_cls = class_token_of(model)
@@ -570,6 +565,11 @@ def patch(model: VisionTransformer,
               [f"reducer {reducer_spec.name!r}"] * ("cls_attn" in reducer_spec.needs)
         raise ValueError(f"scorer, reducer: {' and '.join(who)} read [CLS] attention and this model has no class token; "
                          "methods that need none: reducer 'bipartite' (ToMe), scorer 'random'")
+    pool = getattr(model, "global_pool", "token")
+    if pool not in ("token", "") or getattr(model, "attn_pool", None) is not None:
+        warnings.warn(f"model.global_pool={pool!r}: after a reduction the head pools the tokens that remain, a "
+                      "fused or merged token counting once (not the original patches); EViT and DeiT classify from "
+                      "the [CLS] token (global_pool='token')", stacklevel=2)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise ValueError(f"seed: expected an int (the seed of the random scorer's generator) or None, got {seed!r}")
     extras = {}
