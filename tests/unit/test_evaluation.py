@@ -3,6 +3,7 @@ import pytest
 import timm
 import torch
 
+from tokenprune.core.patch import prune_state
 from tokenprune.measure.evaluation import DROPPED, KEPT, MERGED, PruneConfig, paired_comparison, patch_status, prune_sweep
 from tokenprune.study.figures import overlay_status, status_grid
 
@@ -28,7 +29,7 @@ def test_prune_sweep_rows_and_reference(tiny):
     assert same.agreement == 1.0 and same.kl == pytest.approx(0.0, abs=1e-6) and same.top1 == full.top1
     assert table.gmacs.iloc[1] < table.gmacs.iloc[0]
     assert (table.top1_low <= table.top1).all() and (table.top1 <= table.top1_high).all()
-    assert not hasattr(m, "_tokenprune") or m.keep_rate == {4: 1.0, 7: 1.0, 10: 1.0}
+    assert not hasattr(m, "_tokenprune") or not prune_state(m).prunes
     with pytest.raises(ValueError, match="labels must be unique"):
         prune_sweep(m, x, y, [cfgs[0], cfgs[0]])
 
