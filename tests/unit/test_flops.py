@@ -62,7 +62,7 @@ def test_merging_reducers_cost_is_counted(reducer, opts):
     assert abs(count.total - measured_macs(m)) / count.total < 0.01
 
 
-# Issue 12, finding 1: the analytic count follows what every reducer really outputs, at every keep rate.
+# The analytic count follows what every reducer really outputs, at every keep rate.
 from tokenprune.core.reducers import REDUCERS, get_reducer  # noqa: E402
 from tokenprune.core.patch import prune_state  # noqa: E402
 from tokenprune.methods.tome import matching_rounds  # noqa: E402
