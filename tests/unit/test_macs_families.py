@@ -156,6 +156,29 @@ def test_pruned_analytic_equals_measured(name, kwargs, scorer, reducer):
     assert count.total == measured_macs(m)
 
 
+NO_CLASS_TOKEN = [
+    pytest.param("vit_small_patch16_224", dict(img_size=64, class_token=False, global_pool="avg"), id="gap"),
+    pytest.param("vit_base_patch16_siglip_224", dict(img_size=64), id="siglip-map"),
+    pytest.param("vit_small_patch16_224", dict(img_size=64, class_token=False, reg_tokens=2, global_pool="map"),
+                 id="map-registers"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:model.global_pool")
+@pytest.mark.parametrize("name,kwargs", NO_CLASS_TOKEN)
+def test_pruned_without_class_token(name, kwargs):
+    """Without a class token every patch token is prunable (the prefix is the registers, or nothing): random
+    scores dropping half the tokens at blocks 2 and 3 leave 16 -> 8 -> 4 patch tokens, counted exactly."""
+    m = patch(_model(name, **kwargs, depth=4), keep_rate=0.5, locations=(2, 3), scorer="random", reducer="drop",
+              seed=0)
+    with torch.inference_mode():
+        m(torch.randn(2, 3, 64, 64))
+    count = analytic_macs(m)
+    p = m.num_prefix_tokens
+    assert count.tokens_out == prune_state(m).token_counts == [16 + p, 8 + p, 4 + p, 4 + p]
+    assert count.total == measured_macs(m)
+
+
 def test_unpatched_keep_rate_counts_evit_past_all_prefix_tokens():
     """An unpatched distilled model at keep 0.5 is counted as EViT with both prefix tokens kept."""
     plain = _model("deit_tiny_distilled_patch16_224", img_size=64, depth=12)
