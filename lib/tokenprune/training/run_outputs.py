@@ -73,32 +73,38 @@ def save_outputs(recipe: TrainRecipe, arrays: dict[str, np.ndarray], info: dict,
 
 
 def has_outputs(recipe: TrainRecipe, cache_dir: str | os.PathLike) -> bool:
+    """Whether the recipe's outputs and their sidecar are cached. Outputs without their sidecar are neither there
+    nor absent: :class:`~tokenprune.utils.io.CheckpointError` naming the missing sidecar."""
+    from tokenprune.training.base_models import rebuild_hint
+    from tokenprune.utils.io import read_json
+
     npz, js = output_paths(recipe, cache_dir)
+    if npz.is_file() and not js.is_file():
+        read_json(js, rebuild_hint(npz, js), kind=f"the sidecar of {npz.name}")   # raises: missing
     return npz.is_file() and js.is_file()
 
 
 def load_outputs(recipe: TrainRecipe, cache_dir: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict]:
     """``(arrays, sidecar)`` of the recipe's cached outputs. Raises
-    :class:`~tokenprune.training.base_models.CheckpointMissingError` when absent (naming ``make models``) and
-    :class:`~tokenprune.training.base_models.CheckpointMismatchError` when the .npz's SHA-256 or the recipe hash
-    differs from the sidecar."""
-    import json
-
-    from tokenprune.training.base_models import CheckpointMismatchError, CheckpointMissingError
-    from tokenprune.utils.io import sha256_file
+    :class:`~tokenprune.training.base_models.CheckpointMissingError` when absent (naming ``make models``),
+    :class:`~tokenprune.utils.io.CheckpointError` naming the sidecar when it is missing beside the outputs, empty or
+    truncated, and :class:`~tokenprune.training.base_models.CheckpointMismatchError` when the .npz's SHA-256 or the
+    recipe hash differs from the sidecar."""
+    from tokenprune.training.base_models import CheckpointMismatchError, CheckpointMissingError, rebuild_hint
+    from tokenprune.utils.io import read_json, sha256_file
 
     npz, js = output_paths(recipe, cache_dir)
-    if not (npz.is_file() and js.is_file()):
+    if not npz.is_file():
         raise CheckpointMissingError(f"run {recipe.name!r}: no cached outputs {npz}; build them with "
                                      f"`python -m tokenprune models` (`make models`)")
-    info = json.loads(js.read_text(encoding="utf-8"))
+    info = read_json(js, rebuild_hint(npz, js), kind=f"the sidecar of {npz.name}")
     if info.get("format") != OUTPUTS_FORMAT or info.get("recipe_hash") != recipe.recipe_hash():
-        raise CheckpointMismatchError(f"{js.name}: not the outputs of recipe {recipe.recipe_hash()} "
-                                      f"({info.get('format')}, {info.get('recipe_hash')})")
+        raise CheckpointMismatchError(f"{js}: not the outputs of recipe {recipe.recipe_hash()} "
+                                      f"({info.get('format')}, {info.get('recipe_hash')}); {rebuild_hint(npz, js)}")
     digest = sha256_file(npz)
     if digest != info.get("sha256"):
-        raise CheckpointMismatchError(f"{npz.name}: SHA-256 {digest} differs from {info.get('sha256')} recorded in "
-                                      f"{js.name}; delete both and rebuild with `python -m tokenprune models`")
+        raise CheckpointMismatchError(f"{npz}: SHA-256 {digest} differs from {info.get('sha256')} recorded in "
+                                      f"{js.name}; {rebuild_hint(npz, js)}")
     with np.load(npz, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     return arrays, info

@@ -1,10 +1,16 @@
-"""Files written atomically, deterministic JSON, and file digests: the I/O every layer shares.
+"""Files written atomically, deterministic JSON, file digests, and checked reads: the I/O every layer shares.
 
 A temporary file in the same folder is filled and then ``os.replace``-d over the target, so a reader
 never sees a half-written file and a failed write leaves the old content in place.
+
+Reading goes the other way: a checkpoint, a cache entry or its JSON sidecar is read through
+:func:`read_json` or :func:`load_torch`, which turn a missing, empty, truncated or foreign file into a
+:class:`CheckpointError` naming the file and the caller's fix. Bad input of any kind is an
+:class:`InputError`: the command line (``python -m tokenprune``) prints it on one line and exits 2.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -13,12 +19,42 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_write", "atomic_write_text", "atomic_write_bytes", "to_jsonable", "dumps_json", "write_json",
-           "sha256_file"]
+__all__ = ["InputError", "CheckpointError", "input_checks", "atomic_write", "atomic_write_text", "atomic_write_bytes",
+           "to_jsonable", "dumps_json", "write_json", "read_json", "load_torch", "sha256_file"]
+
+
+# ----------------------------------------------------------------------------------------------
+# refusals
+# ----------------------------------------------------------------------------------------------
+
+
+class InputError(ValueError):
+    """Input refused before any work: a parameter, a path or a file's content. The message names it and the
+    accepted values or the fix; ``python -m tokenprune`` prints it on one line and exits 2."""
+
+
+class CheckpointError(InputError):
+    """A checkpoint, cache entry or sidecar that cannot be used (missing, empty, truncated, another run's): the
+    message names the file and how to mend it."""
+
+
+@contextlib.contextmanager
+def input_checks() -> Iterator[None]:
+    """Inside this block a ``ValueError``, ``TypeError`` or ``KeyError`` is a refusal of the input being checked:
+    it leaves as an :class:`InputError` with the same message. Wrap validation only, never the work itself, so a
+    genuine failure keeps its type and traceback."""
+    try:
+        yield
+    except InputError:
+        raise
+    except KeyError as err:
+        raise InputError(f"unknown key {err}") from err
+    except (ValueError, TypeError) as err:
+        raise InputError(str(err)) from err
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,6 +184,55 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return atomic_write(path, _write)
 
 
+# ----------------------------------------------------------------------------------------------
+# checked reads of checkpoints, caches and sidecars
+# ----------------------------------------------------------------------------------------------
+
+
+def _unusable(path: Path, kind: str, problem: str, fix: str) -> CheckpointError:
+    return CheckpointError(f"{path}: {kind} {problem}; {fix}")
+
+
+def read_json(path: str | os.PathLike[str], fix: str, kind: str = "the file") -> dict[str, Any]:
+    """The JSON object in ``path`` (a sidecar, a run's summary). A missing, empty, truncated or non-object file
+    raises :class:`CheckpointError` naming ``path``, what it is (``kind``, e.g. ``"the sidecar of x.pt"``) and
+    ``fix`` (what the user does about it)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _unusable(p, kind, "is missing", fix) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise _unusable(p, kind, f"is unreadable ({type(err).__name__})", fix) from err
+    if not text.strip():
+        raise _unusable(p, kind, "is empty", fix)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise _unusable(p, kind, f"is truncated or not JSON (JSON error at line {err.lineno}, column {err.colno})",
+                        fix) from err
+    if not isinstance(obj, dict):
+        raise _unusable(p, kind, f"holds a JSON {type(obj).__name__}, not an object", fix)
+    return obj
+
+
+def load_torch(path: str | os.PathLike[str], fix: str, kind: str = "the file", weights_only: bool = True) -> Any:
+    """``torch.load(path)`` onto the CPU. A missing, empty, truncated or foreign file raises
+    :class:`CheckpointError` naming ``path``, what it is (``kind``) and ``fix``. (Whatever ``torch.load`` raises is
+    taken for an unreadable file: on a damaged pickle stream its unpickler fails in many ways, IndexError included.)"""
+    import torch
+
+    p = Path(path)
+    if not p.is_file():
+        raise _unusable(p, kind, "is missing", fix)
+    if p.stat().st_size == 0:
+        raise _unusable(p, kind, "is empty", fix)
+    try:
+        return torch.load(p, map_location="cpu", weights_only=weights_only)
+    except Exception as err:  # noqa: BLE001 - see the docstring
+        first = (str(err).strip().splitlines() or [""])[0][:120]
+        raise _unusable(p, kind, f"is truncated or not a torch checkpoint ({type(err).__name__}: {first})",
+                        fix) from err
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
