@@ -124,9 +124,10 @@ def test_refusals():
     m.extra = torch.nn.Linear(4, 4)
     with pytest.raises(TypeError, match=r"model\.extra"):
         check_countable(m)
-    no_cls = _model("vit_small_patch16_224", img_size=64, class_token=False, global_pool="avg", depth=12)
-    with pytest.raises(ValueError, match="keep_rate"):
-        analytic_macs(no_cls, keep_rate=0.7)
+    for no_cls in (_model("vit_small_patch16_224", img_size=64, class_token=False, global_pool="avg", depth=12),
+                   _model("vit_medium_patch16_rope_reg1_gap_256", img_size=64, depth=12)):  # a register, no [CLS]
+        with pytest.raises(ValueError, match="keep_rate"):
+            analytic_macs(no_cls, keep_rate=0.7)
 
 
 PRUNABLE = [

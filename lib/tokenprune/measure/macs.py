@@ -33,7 +33,7 @@ from timm.models.eva import EvaAttention
 from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer_relpos import RelPosAttention
 
-from tokenprune.core.patch import PruneState, check_img_size, prune_state
+from tokenprune.core.patch import PruneState, check_img_size, class_token_of, prune_state
 from tokenprune.core.schedule import EVIT_LOCATIONS, Schedule, num_keep
 
 __all__ = ["MacCount", "analytic_macs", "measured_macs", "check_countable", "mac_table", "keep_rate_for_macs",
@@ -232,7 +232,7 @@ def _state(model: nn.Module) -> Optional[PruneState]:
         return None
 
 
-def _schedule(model: nn.Module, st: Optional[PruneState], keep_rate, num_prefix: int) -> Schedule:
+def _schedule(model: nn.Module, st: Optional[PruneState], keep_rate) -> Schedule:
     """The model's schedule, or ``keep_rate`` at its locations (EViT's for an unpatched model)."""
     if keep_rate is None:
         return st.schedule if st is not None else Schedule({})
@@ -240,7 +240,7 @@ def _schedule(model: nn.Module, st: Optional[PruneState], keep_rate, num_prefix:
         rates = keep_rate if isinstance(keep_rate, (list, tuple)) else [keep_rate]
         if all(isinstance(r, (int, float)) and r == 1.0 for r in rates):
             return Schedule({})
-        if num_prefix < 1:
+        if not class_token_of(model):
             raise ValueError("keep_rate: an unpatched model is counted as EViT, which prunes by [CLS] attention, and "
                              "this model has no class token; pass keep_rate=1.0 or count a patched model")
     return Schedule.build(len(model.blocks), keep_rate, st.schedule.locations if st is not None else EVIT_LOCATIONS)
@@ -268,7 +268,7 @@ def analytic_macs(model: nn.Module, img_size: Optional[int | Sequence[int]] = No
     patch_embed, (gh, gw) = _embedding(model, img_size)
     st = _state(model)
     p = st.num_prefix_tokens if st is not None else model.num_prefix_tokens
-    schedule = _schedule(model, st, keep_rate, p)
+    schedule = _schedule(model, st, keep_rate)
     # an unpatched model with a keep_rate override is counted as EViT ([CLS] row, one fused token)
     needs_full_map = st is not None and "attn" in st.needs
     needs_cls_row = st is None or "cls_attn" in st.needs
