@@ -40,12 +40,12 @@ from typing import Any, Mapping, Optional, Sequence
 import yaml
 
 from tokenprune.study.params import check_overrides, check_profile
-from tokenprune.study.pipeline import KERNEL_NAME, discover, ensure_kernel, run_notebook
+from tokenprune.study.pipeline import KERNEL_NAME, discover, ensure_kernel, output_folder, run_notebook
 from tokenprune.study.report import RESULTS_FILE, VERDICTS
 from tokenprune.utils.environment import REPO_ROOT
-from tokenprune.utils.io import atomic_write_text, write_json
+from tokenprune.utils.io import InputError, atomic_write_text, input_checks, write_json
 
-__all__ = ["Member", "load_batch", "members_of", "shard", "run_batch", "main"]
+__all__ = ["Member", "load_batch", "members_of", "shard", "check_jobs", "run_batch", "main"]
 
 
 @dataclass(frozen=True)
@@ -69,17 +69,23 @@ def member_id(notebook: Path, profile: str, params: Mapping[str, Any]) -> str:
 
 
 def load_batch(path: str | Path) -> dict[str, Any]:
-    """The batch file as a dict, its keys checked (``notebook``, ``profile``, ``members`` and/or ``grid``)."""
-    spec = yaml.safe_load(Path(path).read_text())
+    """The batch file as a dict, its keys checked (``notebook``, ``profile``, ``members`` and/or ``grid``);
+    InputError naming the file when it is missing, not YAML or not such a mapping."""
+    if not Path(path).is_file():
+        raise InputError(f"batch file {path}: not found")
+    try:
+        spec = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise InputError(f"batch file {path}: not YAML ({getattr(err, 'problem', None) or type(err).__name__})") from None
     if not isinstance(spec, dict):
-        raise ValueError(f"batch file {path}: expected a mapping with notebook, profile, members and/or grid")
+        raise InputError(f"batch file {path}: expected a mapping with notebook, profile, members and/or grid")
     unknown = set(spec) - {"notebook", "profile", "members", "grid"}
     if unknown:
-        raise ValueError(f"batch file {path}: unknown keys {sorted(unknown)}; accepted: notebook, profile, members, grid")
+        raise InputError(f"batch file {path}: unknown keys {sorted(unknown)}; accepted: notebook, profile, members, grid")
     if "notebook" not in spec:
-        raise ValueError(f"batch file {path}: 'notebook' is required (a stem or number, e.g. 01_evit)")
+        raise InputError(f"batch file {path}: 'notebook' is required (a stem or number, e.g. 01_evit)")
     if not spec.get("members") and not spec.get("grid"):
-        raise ValueError(f"batch file {path}: needs 'members' (a list of parameter sets) or 'grid' (lists to combine)")
+        raise InputError(f"batch file {path}: needs 'members' (a list of parameter sets) or 'grid' (lists to combine)")
     return spec
 
 
@@ -87,11 +93,14 @@ def members_of(spec: Mapping[str, Any], notebooks_dir: Path) -> list[Member]:
     """Every member of a batch, each parameter set checked against the notebook's profile table."""
     (nb,) = discover(notebooks_dir, [str(spec["notebook"])])
     profile = check_profile(spec.get("profile", "default"))
-    sets = [dict(m) for m in spec.get("members") or []]
+    members = spec.get("members") or []
+    if not isinstance(members, list) or not all(isinstance(m, Mapping) for m in members):
+        raise InputError(f"members: expected a list of parameter sets (mappings), got {members!r}")
+    sets = [dict(m) for m in members]
     grid = spec.get("grid") or {}
     if grid:
         if not isinstance(grid, Mapping) or not all(isinstance(v, list) and v for v in grid.values()):
-            raise ValueError("grid: expected a mapping of parameter names to non-empty lists of values")
+            raise InputError("grid: expected a mapping of parameter names to non-empty lists of values")
         keys = sorted(grid)
         sets += [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
     out, seen = [], set()
@@ -105,15 +114,15 @@ def members_of(spec: Mapping[str, Any], notebooks_dir: Path) -> list[Member]:
 
 
 def shard(members: Sequence[Member], spec: Optional[str]) -> list[Member]:
-    """The members of shard ``i/n`` (``int(id, 16) % n == i``), or all of them for None."""
+    """The members of shard ``i/n`` (``int(id, 16) % n == i``; shards count from 0), or all of them for None."""
     if spec is None:
         return list(members)
     try:
         i, n = (int(v) for v in spec.split("/"))
     except ValueError:
-        raise ValueError(f"shard: expected i/n with integers 0 <= i < n, got {spec!r}") from None
+        raise InputError(f"shard: expected i/n with integers 0 <= i < n, got {spec!r}") from None
     if not 0 <= i < n:
-        raise ValueError(f"shard: expected i/n with 0 <= i < n, got {spec!r}")
+        raise InputError(f"shard: expected i/n with 0 <= i < n (shards count from 0), got {spec!r}")
     return [m for m in members if int(m.id, 16) % n == i]
 
 
@@ -143,11 +152,17 @@ def write_index(out: Path, members: Sequence[Member], rows: Mapping[str, dict]) 
     return atomic_write_text(out / "index.md", "\n".join(lines) + "\n")
 
 
+def check_jobs(jobs: Any) -> int:
+    """``jobs``, members run at once: an int >= 1 (InputError otherwise)."""
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise InputError(f"jobs: expected an int >= 1, got {jobs!r}")
+    return jobs
+
+
 def run_batch(members: Sequence[Member], out: Path, jobs: int = 1, selected: Optional[Sequence[Member]] = None,
               kernel: str = KERNEL_NAME) -> dict[str, dict]:
     """Run the ``selected`` members (default: all) not done yet into ``out``; returns a row per member run or skipped."""
-    if not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"jobs: expected an int >= 1, got {jobs!r}")
+    check_jobs(jobs)
     out.mkdir(parents=True, exist_ok=True)
     todo = list(members if selected is None else selected)
     rows: dict[str, dict] = {}
@@ -175,9 +190,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--shard", default=None, help="i/n: run only the members of shard i of n (0-based)")
     ap.add_argument("--notebooks", type=Path, default=REPO_ROOT / "notebooks")
     args = ap.parse_args(argv)
-    members = members_of(load_batch(args.batch_file), args.notebooks)
-    selected = shard(members, args.shard)
-    out = args.out or REPO_ROOT / "runs" / f"batch-{args.batch_file.stem}"
+    with input_checks():   # the batch file, every member's parameters, the shard, the jobs and the output folder
+        members = members_of(load_batch(args.batch_file), args.notebooks)
+        selected = shard(members, args.shard)
+        check_jobs(args.jobs)
+        out = output_folder(args.out or REPO_ROOT / "runs" / f"batch-{args.batch_file.stem}", "--out")
     print(f"[tokenprune batch] {len(selected)} of {len(members)} members selected; output {out}", flush=True)
     rows = run_batch(members, out, args.jobs, selected, ensure_kernel())
     failed = [r for r in rows.values() if r["status"] == "failed"]

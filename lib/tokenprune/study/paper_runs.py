@@ -26,9 +26,10 @@ from typing import Any, Optional, Sequence
 from tokenprune.study import verdicts
 from tokenprune.study.paper_numbers import EVIT
 from tokenprune.training.paper_training import (Limits, PrepareFn, RunSpec, training_limits, load_trained,
-                                                 model_with_weights, run_specs, train_run)
+                                                 model_with_weights, read_summary, run_specs, train_run)
 from tokenprune.training.recipe_book import load_recipe, recipe_names
 from tokenprune.utils.environment import REPO_ROOT
+from tokenprune.utils.io import InputError, load_torch
 
 __all__ = ["DATASET_IMAGES", "GpuHours", "gpu_hours", "main", "TRAINING_SETTINGS", "TRAINING_PARAMETERS",
            "TRAINING_RANGES", "limits_of", "runs_root", "recipe_run", "TrainedRun", "trained_model",
@@ -174,15 +175,13 @@ def _classes(spec: RunSpec, data_root: Optional[str]) -> int:
 def _finished(spec: RunSpec, out: Path, limits: Limits) -> bool:
     """Whether ``out`` holds ``spec`` finished under ``limits`` (a run under other limits is not: training it again
     there is refused by :func:`train_run`, naming the limits)."""
-    import json
-
     if not (out / "summary.json").is_file():
         return False
-    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    summary = read_summary(out, spec)
     lim = summary.get("limits", {})
     same = {k: lim.get(k) for k in training_limits(limits)} == training_limits(limits)
     epochs = int(limits.epochs or spec.values["epochs"])
-    return summary.get("spec_hash") == spec.spec_hash() and same and len(summary["history"]) >= epochs
+    return summary.get("spec_hash") == spec.spec_hash() and same and len(summary.get("history", ())) >= epochs
 
 
 def trained_model(spec: RunSpec, cfg: Any, data_root: Optional[str], init_file: Optional[str],
@@ -192,13 +191,13 @@ def trained_model(spec: RunSpec, cfg: Any, data_root: Optional[str], init_file: 
     ``{'state_dict': sd}`` or a state dict), else the finished run in :func:`runs_root` ``/ spec.name``, else that
     run trained there now (resuming a started one) from ``init_file`` on ``data_root`` under :func:`limits_of`
     ``(cfg)``. ``prepare``: see :func:`tokenprune.training.paper_training.train_run`."""
-    import torch
-
     if given:
         path = Path(given).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"{spec.name}: the given checkpoint {given} is not a file")
-        sd = torch.load(path, map_location="cpu", weights_only=False)
+        sd = load_torch(path, "give a checkpoint file saved by torch.save ({'model': state_dict}, "
+                        "{'state_dict': state_dict} or a state dict)", kind=f"the checkpoint given for {spec.name}",
+                        weights_only=False)
         model = model_with_weights(spec, _classes(spec, data_root), sd.get("model", sd.get("state_dict", sd)), prepare)
         return TrainedRun(spec, model, "given", None, str(path))
     out = runs_root(cfg) / spec.name
@@ -251,6 +250,25 @@ def paper_scale_id(claim_id: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- CLI
+def _checked_specs(args: argparse.Namespace) -> list[RunSpec]:
+    """The runs ``paper-train`` trains, after refusing (InputError, naming the option) a run index out of range, a
+    test limit below 1, fewer than 0 workers, and folders that are not there, before anything is written."""
+    specs = run_specs(load_recipe(args.recipe))
+    if args.run is not None and not 0 <= args.run < len(specs):
+        raise InputError(f"--run: {args.run} out of range; recipe {args.recipe} has runs 0..{len(specs) - 1}")
+    for option, value, low in (("--batch-per-process", args.batch_per_process, 1),
+                               ("--steps-per-epoch", args.steps_per_epoch, 1), ("--epochs", args.epochs, 1),
+                               ("--eval-images", args.eval_images, 1), ("--workers", args.workers, 0)):
+        if value is not None and value < low:
+            raise InputError(f"{option}: expected an int >= {low}, got {value}")
+    for option, path in (("--data-root", args.data_root), ("--init-dir", args.init_dir)):
+        if path is not None and not Path(path).expanduser().is_dir():
+            raise InputError(f"{option}: {path} is not a folder")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"--out: {args.out} exists and is not a folder")
+    return specs if args.run is None else [specs[args.run]]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tokenprune paper-train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--recipe", required=True, choices=[n for n in recipe_names() if not n.startswith("_")])
@@ -266,11 +284,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--eval-images", type=int, default=None, help="test limit: evaluation images (class-balanced)")
     ap.add_argument("--workers", type=int, default=8)
     args = ap.parse_args(argv)
-    specs = run_specs(load_recipe(args.recipe))
-    if args.run is not None:
-        if not 0 <= args.run < len(specs):
-            raise SystemExit(f"--run: {args.run} out of range; recipe {args.recipe} has runs 0..{len(specs) - 1}")
-        specs = [specs[args.run]]
+    specs = _checked_specs(args)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if rank0:
         total = 0.0

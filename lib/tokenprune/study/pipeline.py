@@ -1,7 +1,8 @@
 """Run the study's notebooks with papermill and regenerate ``reports/``.
 
 Parameters given with ``-p NAME VALUE`` are checked against every selected notebook's profile table
-(:func:`tokenprune.study.params.setup`) before anything runs. For each ``notebooks/NN_name.ipynb``:
+(:func:`tokenprune.study.params.setup`), with the profile, the notebooks and the output folder, before anything
+is written (a refusal is an :class:`~tokenprune.utils.io.InputError`). For each ``notebooks/NN_name.ipynb``:
 execute it into a staging folder (``reports/.staging-NN_name``) with ``profile``, ``overrides`` (the
 ``-p`` values) and ``report_dir`` injected, export the executed notebook to HTML, check that it
 wrote ``results.json``, then swap the staging folder in for ``reports/NN_name``. A notebook that
@@ -29,8 +30,10 @@ import yaml
 from tokenprune.study.params import check_overrides, check_profile
 from tokenprune.study.report import reports_dir_for, write_ledger
 from tokenprune.utils.environment import REPO_ROOT
+from tokenprune.utils.io import InputError, input_checks
 
-__all__ = ["KERNEL_NAME", "NotebookRun", "ensure_kernel", "discover", "run_notebook", "main"]
+__all__ = ["KERNEL_NAME", "NotebookRun", "ensure_kernel", "discover", "parse_parameters", "output_folder",
+           "run_notebook", "main"]
 
 KERNEL_NAME = "tokenprune"
 
@@ -53,7 +56,8 @@ def ensure_kernel(name: str = KERNEL_NAME) -> str:
 
 
 def discover(notebooks_dir: Path, only: Optional[Sequence[str]] = None) -> list[Path]:
-    """Notebooks ``NN_name.ipynb`` in order; ``only`` selects by stem or by number prefix."""
+    """Notebooks ``NN_name.ipynb`` in order; ``only`` selects by stem or by number prefix (InputError naming an
+    unknown one)."""
     found = sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
     if only:
         names = {p.stem: p for p in found}
@@ -61,7 +65,7 @@ def discover(notebooks_dir: Path, only: Optional[Sequence[str]] = None) -> list[
         for o in only:
             match = [p for s, p in names.items() if s == o or s.split("_", 1)[0] == o]
             if not match:
-                raise ValueError(f"only: no notebook {o!r}; accepted: {sorted(names)}")
+                raise InputError(f"only: no notebook {o!r}; accepted: {sorted(names)}")
             picked += match
         found = picked
     return found
@@ -127,8 +131,41 @@ def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional
     return NotebookRun(name, True, time.perf_counter() - t0)
 
 
-def _parse_param(pairs: Sequence[Sequence[str]]) -> dict:
-    return {k: yaml.safe_load(v) for k, v in pairs}
+def parse_parameters(pairs: Sequence[Sequence[str]]) -> dict:
+    """``-p NAME VALUE`` pairs as ``{NAME: YAML value}``; InputError naming a value that is not YAML or a name
+    given twice."""
+    params: dict = {}
+    for name, text in pairs:
+        if name in params:
+            raise InputError(f"-p {name}: given twice ({params[name]!r} and {text!r}); give each parameter once")
+        try:
+            params[name] = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or type(err).__name__
+            raise InputError(f"-p {name}: {text!r} is not a YAML value ({problem})") from None
+    return params
+
+
+def output_folder(path: Path, option: str = "--reports") -> Path:
+    """``path`` as an output folder: refused (InputError naming ``option``) when something other than a folder
+    is there. Nothing is created."""
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option}: {path} exists and is not a folder")
+    return path
+
+
+def _checked(args: argparse.Namespace) -> tuple[list[Path], dict, Path]:
+    """The notebooks, the ``-p`` parameters (checked against each notebook's profile table) and the output
+    folder of a pipeline run, every one checked before anything is written."""
+    with input_checks():
+        check_profile(args.profile)
+        notebooks = discover(args.notebooks, args.only)
+        if not notebooks:
+            raise InputError(f"--notebooks: {args.notebooks} holds no notebook NN_name.ipynb")
+        params = parse_parameters(args.parameter)
+        for nb in notebooks:  # every name and value checked before any notebook starts
+            check_overrides(nb.stem, args.profile, params)
+    return notebooks, params, output_folder(args.reports or reports_dir_for(args.profile))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -143,24 +180,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     help="change one setting of the profile (YAML value); unknown names are refused before any run")
     ap.add_argument("--kernel", default=KERNEL_NAME)
     args = ap.parse_args(argv)
-    check_profile(args.profile)
-    notebooks = discover(args.notebooks, args.only)
-    if args.reports is None:
-        args.reports = reports_dir_for(args.profile)
-    args.reports.mkdir(parents=True, exist_ok=True)
+    notebooks, params, reports = _checked(args)
+    reports.mkdir(parents=True, exist_ok=True)
     kernel = ensure_kernel(args.kernel)
-    params = _parse_param(args.parameter)
-    for nb in notebooks:  # every name and value checked before any notebook starts
-        check_overrides(nb.stem, args.profile, params)
     runs = []
     for nb in notebooks:
         print(f"[tokenprune] running {nb.name} (profile {args.profile}) ...", flush=True)
-        run = run_notebook(nb, args.reports, args.profile, params, kernel)
+        run = run_notebook(nb, reports, args.profile, params, kernel)
         runs.append(run)
         status = "ok" if run.ok else "FAILED"
         print(f"[tokenprune] {nb.name}: {status} in {run.seconds:.0f} s{': ' + run.message if run.message else ''}",
               flush=True)
-    ledger = write_ledger(args.reports)
+    ledger = write_ledger(reports)
     print(f"[tokenprune] ledger: {ledger}")
     failed = [r for r in runs if not r.ok]
     if failed:

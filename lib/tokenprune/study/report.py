@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tokenprune.utils.environment import REPO_ROOT, provenance
-from tokenprune.utils.io import atomic_write_bytes, atomic_write_text, dumps_json, to_jsonable
+from tokenprune.utils.io import (InputError, atomic_write_bytes, atomic_write_text, dumps_json, input_checks,
+                                 to_jsonable)
 
 __all__ = [
     "VERDICTS",
@@ -40,6 +41,7 @@ __all__ = [
     "VerdictChange",
     "timed_claims",
     "load_results",
+    "results_folder",
     "build_ledger",
     "write_ledger",
     "ledger_verdicts",
@@ -655,6 +657,17 @@ def compare_verdicts(
     return changes
 
 
+def results_folder(path: str | os.PathLike[str], option: str) -> Path:
+    """``path`` as a folder of reports: InputError naming ``option`` and the folder when it does not exist or
+    holds no ``*/results.json`` (a ledger of no claims says nothing)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise InputError(f"{option}: {folder} {'is not a folder' if folder.exists() else 'does not exist'}")
+    if not load_results(folder):
+        raise InputError(f"{option}: {folder} holds no <notebook>/{RESULTS_FILE}")
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m tokenprune report [REPORTS_DIR] [--check-against OLD] [--no-write]``.
 
@@ -667,7 +680,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changed-only", action="store_true", help="ignore added and removed claims in the check")
     parser.add_argument("--no-write", action="store_true", help="do not rewrite README.md")
     args = parser.parse_args(argv)
-    old = ledger_verdicts(args.check_against) if args.check_against else None
+    with input_checks():   # both sources read (and refused) before anything is written
+        results_folder(args.reports_dir, "reports_dir")
+        old = None
+        if args.check_against:
+            old = ledger_verdicts(args.check_against if Path(args.check_against).is_file()
+                                  else results_folder(args.check_against, "--check-against"))
     if not args.no_write:
         print(f"wrote {write_ledger(args.reports_dir)}")
     if old is None:

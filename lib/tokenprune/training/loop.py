@@ -803,6 +803,22 @@ def small_vit_kwargs(embed_dim: int = 128, num_heads: int = 4) -> dict:
                 num_heads=num_heads, mlp_ratio=4.0, class_token=True, global_pool="token")
 
 
+#: the parts a setting of :func:`bench_training` joins with ``+``
+BENCH_SETTING_PARTS = ("fp32", "bf16", "eager_attn", "compile", "fused_adamw")
+
+
+def check_bench_setting(setting: str) -> set[str]:
+    """The parts of a :func:`bench_training` setting; InputError naming an unknown one."""
+    from tokenprune.utils.io import InputError
+
+    parts = set(setting.split("+"))
+    unknown = parts - set(BENCH_SETTING_PARTS)
+    if unknown:
+        raise InputError(f"settings: {setting!r} has unknown parts {sorted(unknown)}; accepted parts: "
+                         f"{', '.join(BENCH_SETTING_PARTS)} (joined by '+')")
+    return parts
+
+
 def bench_training(settings: Sequence[str] = ("fp32", "fp32+eager_attn", "bf16", "bf16+eager_attn",
                                                "bf16+eager_attn+compile", "bf16+eager_attn+compile+fused_adamw"),
                    embed_dim: int = 128, num_heads: int = 4, batch: int = 64, rounds: int = 5,
@@ -826,11 +842,7 @@ def bench_training(settings: Sequence[str] = ("fp32", "fp32+eager_attn", "bf16",
     runners: dict[str, Callable[[], None]] = {}
     compile_s: dict[str, float] = {}
     for s in settings:
-        parts = set(s.split("+"))
-        unknown = parts - {"fp32", "bf16", "eager_attn", "compile", "fused_adamw"}
-        if unknown:
-            raise ValueError(f"settings: {s!r} has unknown parts {sorted(unknown)}; accepted parts: fp32, bf16, eager_attn, compile, "
-                             "fused_adamw (joined by '+')")
+        parts = check_bench_setting(s)
         dtype = "bf16" if "bf16" in parts else "fp32"
         torch.manual_seed(0)
         m = VisionTransformer(**small_vit_kwargs(embed_dim, num_heads))
@@ -952,6 +964,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.bench:
         ap.print_help()
         return 0
+    for option in ("embed_dim", "heads", "batch", "rounds", "threads"):   # refused before any model is built
+        value = getattr(args, option)
+        if value is not None and value < 1:
+            ap.error(f"--{option.replace('_', '-')}: expected an int >= 1, got {value}")
+    for setting in args.settings or ():
+        check_bench_setting(setting)
     kw = {} if args.settings is None else {"settings": tuple(args.settings)}
     load_before = round(os.getloadavg()[0], 2)
     rows = bench_training(embed_dim=args.embed_dim, num_heads=args.heads, batch=args.batch, rounds=args.rounds,

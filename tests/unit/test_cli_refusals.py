@@ -1,0 +1,194 @@
+"""Bad input on the command line: ``python -m tokenprune COMMAND ...`` refuses it with one line on stderr that
+names the parameter (or file), exits non-zero, and creates no file or folder. Every case is refused before a
+notebook, a training run or a benchmark starts, so each test costs one interpreter start."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tokenprune.utils.environment import REPO_ROOT
+
+pytestmark = pytest.mark.timeout(300)
+
+RECIPE = "evit_deit_s_finetune"   # a paper recipe with one run
+
+
+def _tree(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")}
+
+
+def _refused(args: list[str], cwd: Path, pythonpath: Path | None = None) -> str:
+    """Run the command line in ``cwd``; assert it refused the input (exit code, one line on stderr, nothing new
+    under ``cwd``) and return that line."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONWARNINGS": "ignore"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    before = _tree(cwd)
+    proc = subprocess.run([sys.executable, "-m", "tokenprune", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=240)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert _tree(cwd) == before, sorted(_tree(cwd) - before)
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def repo_copy(tmp_path_factory) -> Path:
+    """The library and notebooks in a folder of their own, so that the default output folders (``runs/<profile>``
+    under the repository) land there and their absence can be checked."""
+    root = tmp_path_factory.mktemp("repo")
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO_ROOT / "lib", root / "lib", ignore=ignore)
+    shutil.copytree(REPO_ROOT / "notebooks", root / "notebooks", ignore=ignore)
+    return root
+
+
+@pytest.fixture()
+def batch_file(tmp_path) -> Path:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"notebook": "01_evit", "profile": "smoke", "members": [{"batch": 2}]}))
+    return spec
+
+
+# ---------------------------------------------------------------------------------------------- pipeline
+def test_pipeline_refuses_an_unknown_notebook(tmp_path):
+    line = _refused(["pipeline", "--only", "nope", "--reports", str(tmp_path / "r")], tmp_path)
+    assert "only" in line and "nope" in line
+
+
+def test_pipeline_refuses_an_unknown_profile(tmp_path):
+    line = _refused(["pipeline", "--profile", "nope", "--reports", str(tmp_path / "r")], tmp_path)
+    assert "profile" in line and "nope" in line
+
+
+def test_pipeline_refuses_a_bad_value_before_creating_the_default_folder(repo_copy):
+    line = _refused(["pipeline", "--profile", "smoke", "--only", "01", "-p", "batch", "0"], repo_copy,
+                    pythonpath=repo_copy / "lib")
+    assert "batch" in line
+    assert not (repo_copy / "runs").exists()
+
+
+def test_pipeline_refuses_a_bad_value_before_creating_the_reports_folder(tmp_path):
+    line = _refused(["pipeline", "--profile", "smoke", "--only", "01", "-p", "batch", "0",
+                     "--reports", str(tmp_path / "r")], tmp_path)
+    assert "batch" in line
+
+
+def test_pipeline_refuses_an_unknown_parameter(tmp_path):
+    line = _refused(["pipeline", "--only", "01", "-p", "no_such_setting", "1", "--reports", str(tmp_path / "r")],
+                    tmp_path)
+    assert "no_such_setting" in line
+
+
+def test_pipeline_refuses_a_value_that_is_not_yaml(tmp_path):
+    line = _refused(["pipeline", "--only", "01", "-p", "batch", "[2", "--reports", str(tmp_path / "r")], tmp_path)
+    assert "batch" in line
+
+
+def test_pipeline_refuses_a_reports_path_that_is_a_file(tmp_path):
+    (tmp_path / "r").write_text("")
+    line = _refused(["pipeline", "--only", "01", "--reports", str(tmp_path / "r")], tmp_path)
+    assert "reports" in line and str(tmp_path / "r") in line
+
+
+def test_pipeline_refuses_a_folder_without_notebooks(tmp_path):
+    (tmp_path / "nb").mkdir()
+    line = _refused(["pipeline", "--notebooks", str(tmp_path / "nb"), "--reports", str(tmp_path / "r")], tmp_path)
+    assert "notebooks" in line and str(tmp_path / "nb") in line
+
+
+# ---------------------------------------------------------------------------------------------- batch
+def test_batch_refuses_a_shard_past_the_count(tmp_path, batch_file):
+    line = _refused(["batch", str(batch_file), "--shard", "3/2", "--out", str(tmp_path / "out")], tmp_path)
+    assert "shard" in line and "3/2" in line
+
+
+def test_batch_refuses_no_jobs(tmp_path, batch_file):
+    line = _refused(["batch", str(batch_file), "--jobs", "0", "--out", str(tmp_path / "out")], tmp_path)
+    assert "jobs" in line
+
+
+def test_batch_refuses_a_missing_batch_file(tmp_path):
+    line = _refused(["batch", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "out")], tmp_path)
+    assert "missing.yaml" in line
+
+
+def test_batch_refuses_a_member_that_is_not_a_mapping(tmp_path):
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"notebook": "01_evit", "profile": "smoke", "members": [3]}))
+    line = _refused(["batch", str(spec), "--out", str(tmp_path / "out")], tmp_path)
+    assert "members" in line
+
+
+# ---------------------------------------------------------------------------------------------- models
+def test_models_refuses_an_unknown_model(tmp_path):
+    line = _refused(["models", "--only", "nope", "--cache-dir", str(tmp_path / "ck")], tmp_path)
+    assert "only" in line and "nope" in line
+
+
+def test_models_refuses_an_unknown_profile_on_one_line(tmp_path):
+    line = _refused(["models", "--profile", "nope", "--cache-dir", str(tmp_path / "ck")], tmp_path)
+    assert "profile" in line and "nope" in line
+
+
+def test_models_refuses_the_paper_profile_without_its_weights(tmp_path):
+    line = _refused(["models", "--profile", "paper", "--cache-dir", str(tmp_path / "ck")], tmp_path)
+    assert "--init" in line
+
+
+# ---------------------------------------------------------------------------------------------- report
+def test_report_refuses_a_folder_that_does_not_exist(tmp_path):
+    line = _refused(["report", str(tmp_path / "reprots")], tmp_path)
+    assert "reprots" in line
+
+
+def test_report_refuses_a_folder_without_results(tmp_path):
+    (tmp_path / "empty").mkdir()
+    line = _refused(["report", str(tmp_path / "empty")], tmp_path)
+    assert "empty" in line and "results.json" in line
+
+
+def test_report_refuses_a_missing_ledger_to_check_against(tmp_path):
+    line = _refused(["report", str(REPO_ROOT / "reports"), "--no-write", "--check-against",
+                     str(tmp_path / "old.md")], tmp_path)
+    assert "old.md" in line
+
+
+# ---------------------------------------------------------------------------------------------- paper-train
+def test_paper_train_refuses_zero_epochs(tmp_path):
+    line = _refused(["paper-train", "--recipe", RECIPE, "--epochs", "0", "--out", str(tmp_path / "out")], tmp_path)
+    assert "--epochs" in line
+
+
+def test_paper_train_refuses_a_missing_data_root(tmp_path):
+    line = _refused(["paper-train", "--recipe", RECIPE, "--data-root", str(tmp_path / "imagenet"),
+                     "--out", str(tmp_path / "out")], tmp_path)
+    assert "--data-root" in line and "imagenet" in line
+
+
+# ---------------------------------------------------------------------------------------------- the others
+def test_bench_refuses_a_keep_rate_on_one_line(tmp_path):
+    line = _refused(["bench", "--keep", "1.5"], tmp_path)
+    assert "--keep" in line and "1.5" in line
+
+
+def test_train_bench_refuses_an_unknown_setting(tmp_path):
+    line = _refused(["train", "--bench", "--settings", "fp32", "nope"], tmp_path)
+    assert "settings" in line and "nope" in line
+
+
+def test_train_bench_refuses_an_empty_batch(tmp_path):
+    line = _refused(["train", "--bench", "--batch", "0"], tmp_path)
+    assert "--batch" in line
+
+
+def test_prepare_refuses_an_unknown_step_on_one_line(tmp_path):
+    line = _refused(["prepare", "nope"], tmp_path)
+    assert "steps" in line and "nope" in line
