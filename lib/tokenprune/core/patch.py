@@ -1,10 +1,21 @@
-"""Turn a timm ``VisionTransformer`` into a token-pruning one, in place, without forking timm.
+"""Turn a timm ViT into a token-pruning one, in place, without forking timm.
 
-Like ToMe (``tome/patch/timm.py``) this swaps classes and keeps the weights: each ``Block`` becomes a
-:class:`PruningBlock` and the model's class becomes a subclass with a ``keep_rate`` knob; one
-:class:`PruneState` is shared by the model and all its blocks. Unlike ToMe's patch, the block's
-forward reproduces timm's *current* ``Block.forward`` exactly (LayerScale ``ls1``/``ls2``, q/k norm,
-attention output norm and gate, drop-path), and it refuses timm versions it was not written for.
+Like ToMe (``tome/patch/timm.py``) this swaps classes and keeps the weights: each block becomes its patched
+class (timm ``Block`` -> :class:`PruningBlock`) and the model's class becomes a subclass with a ``keep_rate``
+knob; one :class:`PruneState` holds the configuration the model and its blocks share. Unlike ToMe's patch, the
+block's forward reproduces timm's *current* forward exactly (LayerScale ``ls1``/``ls2``, q/k norm, attention
+output norm and gate, drop-path), and it refuses timm versions it was not written for.
+
+A forward pass owns its bookkeeping: :func:`run_blocks` hands each block the sizes, sources and random-generator
+state that enter it in the call's own object, so gradient checkpointing (timm's ``set_grad_checkpointing``)
+recomputes a block on exactly what its first pass saw and two threads calling one model cannot mix their
+tokens. ``prune_state(model)`` reports the last finished call.
+
+Families (:data:`FAMILIES`): timm's ``VisionTransformer`` with its variants (class token or none, GAP / MAP
+pooling, registers, hybrid embeddings, ``VisionTransformerDistilled``), and the families that
+:mod:`tokenprune.core.families` registers. Methods that read [CLS] attention are refused on a model without a
+class token; the others (ToMe's ``bipartite``, ``random``) run. Hierarchical and class-attention models (Swin,
+MViT, CaiT, ...) are refused with a reason (:data:`REFUSED`).
 
 Reduction happens where EViT does it (youweiliang/evit, evit.py): inside the block, after the
 attention residual and before the MLP. Only what the scorer and reducer ask for is computed: the
@@ -52,6 +63,7 @@ __all__ = [
     "class_token_of",
     "patch",
     "prune_state",
+    "attend_with_stats",
     "attention_with_stats",
     "attention_residual",
     "mlp_residual",
@@ -295,20 +307,13 @@ def run_blocks(blocks: Sequence["PruningBlock"], x: torch.Tensor, state: PruneSt
     return x
 
 
-def attention_with_stats(attn: Attention, x: torch.Tensor, needs: frozenset = frozenset(),
-                         attn_bias: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict]:
-    """timm ``Attention.forward`` (timm 1.0.x) that also returns what a scorer needs.
-
-    ``needs`` may hold ``"cls_attn"`` (softmax row of the first token, ``[B, H, N]``, computed as
-    ``softmax(q_cls K^T * scale)`` next to the fused kernel), ``"attn"`` (the full map ``[B, H, N, N]``;
-    then the output is computed from that same map) and ``"keys"`` (``[B, H, N, d]``). ``attn_bias`` is an
-    additive bias over keys broadcastable to ``[B, H, N, N]`` (ToMe's ``log(size)``).
-    """
-    B, N, _ = x.shape
-    gate = attn.gate(x).sigmoid() if getattr(attn, "gate", None) is not None else None
-    qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv.unbind(0)
-    q, k = attn.q_norm(q), attn.k_norm(k)
+def attend_with_stats(attn: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      needs: frozenset = frozenset(), attn_bias: Optional[torch.Tensor] = None
+                      ) -> tuple[torch.Tensor, dict]:
+    """The softmax attention of timm's attention modules on ``q, k, v`` (``[B, H, N, d]``) with the statistics
+    that ``needs`` asks for: timm's fused kernel (``attn_bias`` as its mask) and the [CLS] row beside it, or the
+    explicit map when ``"attn"`` is asked for or ``attn.fused_attn`` is off. Reads ``attn.scale``,
+    ``attn.fused_attn`` and ``attn.attn_drop``; returns the per-head output ``[B, H, N, d]`` and the statistics."""
     stats: dict = {}
     if attn_bias is not None:
         attn_bias = attn_bias.to(q.dtype)
@@ -328,6 +333,24 @@ def attention_with_stats(attn: Attention, x: torch.Tensor, needs: frozenset = fr
             if attn_bias is not None:
                 row = row + attn_bias[..., :1, :]
             stats["cls_attn"] = row.softmax(dim=-1).squeeze(2)
+    return out, stats
+
+
+def attention_with_stats(attn: Attention, x: torch.Tensor, needs: frozenset = frozenset(),
+                         attn_bias: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, dict]:
+    """timm ``Attention.forward`` (timm 1.0.x) that also returns what a scorer needs.
+
+    ``needs`` may hold ``"cls_attn"`` (softmax row of the first token, ``[B, H, N]``, computed as
+    ``softmax(q_cls K^T * scale)`` next to the fused kernel), ``"attn"`` (the full map ``[B, H, N, N]``;
+    then the output is computed from that same map) and ``"keys"`` (``[B, H, N, d]``). ``attn_bias`` is an
+    additive bias over keys broadcastable to ``[B, H, N, N]`` (ToMe's ``log(size)``).
+    """
+    B, N, _ = x.shape
+    gate = attn.gate(x).sigmoid() if getattr(attn, "gate", None) is not None else None
+    qkv = attn.qkv(x).reshape(B, N, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv.unbind(0)
+    q, k = attn.q_norm(q), attn.k_norm(k)
+    out, stats = attend_with_stats(attn, q, k, v, needs, attn_bias)
     if "keys" in needs:
         stats["keys"] = k
     out = out.transpose(1, 2).reshape(B, N, attn.attn_dim)
@@ -526,7 +549,8 @@ def patch(model: VisionTransformer,
     """Make ``model`` prune tokens, in place (weights untouched), and return it.
 
     Args:
-        model: a timm ``VisionTransformer`` whose blocks are timm ``Block`` with timm ``Attention``.
+        model: a timm ViT of a registered family (:data:`FAMILIES`): ``VisionTransformer`` and its variants
+            (blocks timm ``Block`` with timm ``Attention``), and those :mod:`tokenprune.core.families` adds.
         keep_rate: share of prunable tokens kept at each location, in (0, 1]; one value, or one per location.
         locations: 1-based block numbers where tokens are reduced (EViT: 4, 7, 10).
         scorer: a name from :data:`tokenprune.core.scorers.SCORERS` (or ``inverse:<name>``).
