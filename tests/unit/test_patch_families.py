@@ -282,3 +282,16 @@ def test_gradient_checkpointing_gives_the_gradients_of_a_plain_run(name, kw, siz
 def test_cls_attention_methods_are_refused_without_a_class_token(name, kw):
     with pytest.raises(ValueError, match="scorer"):
         _patch(timm.create_model(name, **kw), keep_rate=0.5, locations=(1,))
+
+
+@pytest.mark.parametrize("name,kw,size,options", [
+    ("eva02_tiny_patch14_224", dict(img_size=56, depth=4), 56, dict(keep_rate=0.5, locations=(2, 3))),
+    ("vit_medium_patch16_rope_reg1_gap_256", dict(img_size=64, depth=4), 64,
+     dict(keep_rate=0.5, locations=(2, 3), scorer="random", reducer="drop")),
+    ("vit_relpos_medium_patch16_cls_224", dict(img_size=64, depth=4), 64, dict(keep_rate=0.5, locations=(2, 3))),
+    ("vit_srelpos_small_patch16_224", dict(img_size=64, depth=4), 64,
+     dict(keep_rate=0.5, locations=(2, 3), scorer="random", reducer="drop")),
+], ids=["eva02_evit", "rope_reg1_gap_drop", "relpos_cls_evit", "srelpos_drop"])
+def test_pruned_analytic_macs_equal_the_counted_ones(name, kw, size, options):
+    m = _patch(_model(name, kw), **options)
+    assert tokenprune.analytic_macs(m, img_size=size).total == tokenprune.measured_macs(m, img_size=size)
