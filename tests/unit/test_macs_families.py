@@ -188,3 +188,35 @@ def test_unpatched_keep_rate_counts_evit_past_all_prefix_tokens():
     assert count.tokens_out == analytic_macs(evit).tokens_out
     assert count.tokens_out[3::3] == [9 + 2, 6 + 2, 4 + 2]  # 16 patches -> 8 + 1 fused -> 5 + 1 -> 3 + 1
     assert count.total == measured_macs(evit)
+
+
+POSITIONAL = [  # (model, kwargs, scorer, reducer): a class token allows EViT, otherwise random scores
+    pytest.param("eva02_tiny_patch14_224", dict(img_size=56), "cls_attention", "fuse_attention", id="eva02"),
+    pytest.param("eva02_tiny_patch14_224", dict(img_size=56), "tokens_to_tokens", "fuse_attention", id="eva02-full-map"),
+    pytest.param("eva02_tiny_patch14_224", dict(img_size=56, attn_type="rope", qkv_fused=False, num_kv_heads=1),
+                 "cls_attention", "drop", id="eva-grouped-query"),
+    pytest.param("vit_small_patch16_rope_mixed_224", dict(img_size=64), "cls_attention", "fuse_attention",
+                 id="eva-rope-mixed"),
+    pytest.param("vit_medium_patch16_rope_reg1_gap_256", dict(img_size=64), "random", "drop", id="eva-register-gap"),
+    pytest.param("vit_relpos_medium_patch16_cls_224", dict(img_size=64), "cls_attention", "fuse_attention",
+                 id="relpos-class-token"),
+    pytest.param("vit_relpos_small_patch16_224", dict(img_size=64), "random", "drop", id="relpos-mlp"),
+    pytest.param("vit_srelpos_small_patch16_224", dict(img_size=64), "random", "drop", id="relpos-shared-mlp"),
+    pytest.param("vit_relpos_small_patch16_rpn_224", dict(img_size=64), "random", "drop", id="relpos-res-post"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:model.global_pool")
+@pytest.mark.parametrize("name,kwargs,scorer,reducer", POSITIONAL)
+def test_pruned_positional_families(name, kwargs, scorer, reducer):
+    """Eva (rope) and the relative-position ViT pruned at blocks 2 and 3: token counts follow the schedule and
+    the MACs equal the counted ones exactly (rope is elementwise, the relative-position MLP runs over its whole
+    table once per block, or once for the shared one, whatever the tokens held)."""
+    m = patch(_model(name, **kwargs, depth=4), keep_rate=0.5, locations=(2, 3), scorer=scorer, reducer=reducer,
+              seed=0)
+    with torch.inference_mode():
+        m(torch.randn(2, 3, *m.patch_embed.img_size))
+    count = analytic_macs(m)
+    assert count.tokens_out == prune_state(m).token_counts
+    assert count.tokens_out[-1] < count.tokens_in[0]
+    assert count.total == measured_macs(m)
