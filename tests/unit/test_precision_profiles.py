@@ -57,3 +57,31 @@ def test_the_study_passes_no_hard_coded_bf16():
                                 evaluation.prune_sweep])
 def test_evaluation_defaults_are_fp32(fn):
     assert inspect.signature(fn).parameters["dtype"].default == "fp32"
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_bat_in_notebook_finetunes_train_at_the_profile_dtype(monkeypatch, dtype):
+    """02's fine-tunes (not cached) train at ``cfg.dtype``, not at the dtype of the proxy's own (bf16) recipe."""
+    from types import SimpleNamespace
+
+    import timm
+    import torch
+
+    from tokenprune.core.patch import patch
+    from tokenprune.study.audits import bat
+    from tokenprune.training import finetune as ft_module
+    from tokenprune.training.loop import TrainRecipe
+
+    trained = []
+    monkeypatch.setattr(ft_module, "finetune",
+                        lambda m, rec, data, conf, **kw: trained.append(rec.dtype) or SimpleNamespace(steps=1, train_time_s=0.0))
+    cfg = params.setup("02_diversity_merging", "default", {"finetune_seeds": [0, 1], "ft_batch": 4, "finetune_steps": 1,
+                                                           "sweep_batch": 8, "dtype": dtype})
+    torch.manual_seed(0)
+    base = patch(timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, embed_dim=32, num_heads=2,
+                                   num_classes=3).eval(), keep_rate=1.0)
+    recipe = TrainRecipe(name="proxy", img_size=32, dtype="bf16")
+    train = (torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 3, (8,)))
+    images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 3, (8,))
+    bat.run_finetune(base, base, bat.proxy_methods(bat.bat_options(cfg))["BAT"], recipe, train, images, labels, cfg)
+    assert trained and set(trained) == {dtype}
