@@ -203,7 +203,7 @@ def observed_stages(reducer: str, keep_rate: float = 0.7) -> list[int]:
     with torch.inference_mode():
         m(torch.randn(1, 3, 224, 224))
     counts = prune_state(m).token_counts          # tokens leaving each block, [CLS] included
-    return [196] + [counts[loc - 1] - 1 for loc in m.keep_rate]
+    return [196] + [counts[loc - 1] - 1 for loc in prune_state(m).schedule.locations]
 
 
 def _paper_gmacs(row: Any) -> Optional[float]:
