@@ -35,11 +35,12 @@ reproduce: models
 test: data
 	$(PY) -m pytest -q
 
-## bench: the speed-target table of the README, EViT DeiT-S side by side (not part of the tests);
-## EVIT=/path/to/a/checkout/of/youweiliang/evit adds the official evit.py to every run
+## bench: the speed-target table of the README, DeiT-S unpruned, EViT keep 0.7 and ToMe r = 13 side by side (not
+## part of the tests; bf16 only on a CPU with native bf16); EVIT=/path/to/a/checkout/of/youweiliang/evit and
+## TOME=/path/to/a/checkout/of/facebookresearch/ToMe add the official code to every run
 bench: install
-	$(PY) -m tokenprune bench --model deit_small_patch16_224 --keep 1.0 0.7 0.5 --batch 1 8 32 64 \
-	    --dtype fp32 bf16 --targets $(if $(EVIT),--official-evit $(EVIT))
+	$(PY) -m tokenprune bench --model deit_small_patch16_224 --keep 1.0 0.7 --tome-r 13 --batch 1 8 32 64 \
+	    --dtype fp32 bf16 --compile --targets $(if $(EVIT),--official-evit $(EVIT)) $(if $(TOME),--official-tome $(TOME))
 
 clean-staging:
 	rm -rf reports/.staging-* reports/.old-* reports/.failed-*
