@@ -192,3 +192,9 @@ def test_train_bench_refuses_an_empty_batch(tmp_path):
 def test_prepare_refuses_an_unknown_step_on_one_line(tmp_path):
     line = _refused(["prepare", "nope"], tmp_path)
     assert "steps" in line and "nope" in line
+
+
+@pytest.mark.parametrize("option,value", [("--scorer", "nope"), ("--reducer", "nope"), ("--model", "nope")])
+def test_bench_refuses_an_unknown_method_or_model_on_one_line(tmp_path, option, value):
+    line = _refused(["bench", option, value, "--batch", "1"], tmp_path)
+    assert option.lstrip("-") in line and value in line

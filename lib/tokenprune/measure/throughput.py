@@ -302,6 +302,19 @@ class _Models:
 
 
 def _check_official_options(args, ap) -> None:
+    import timm
+
+    from tokenprune.core.reducers import get_reducer
+    from tokenprune.core.scorers import get_scorer
+
+    if not timm.is_model(args.model):
+        ap.error(f"--model: unknown timm model {args.model!r}; accepted: a name of timm.list_models(), "
+                 "e.g. deit_small_patch16_224")
+    for option, check, value in (("--scorer", get_scorer, args.scorer), ("--reducer", get_reducer, args.reducer)):
+        try:
+            check(value)
+        except ValueError as e:
+            ap.error(f"{option}: {e}")
     if args.official_evit and (args.reducer != "fuse_attention" or args.scorer != "cls_attention"):
         ap.error("--official-evit: the official EViT is cls_attention + fuse_attention; drop --scorer/--reducer")
     if args.official_tome and not args.tome_r:
