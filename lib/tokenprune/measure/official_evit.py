@@ -27,6 +27,8 @@ from tokenprune.core.schedule import EVIT_LOCATIONS
 __all__ = ["load_official_evit", "official_evit_like", "check_same_outputs", "SAME_OUTPUTS_ATOL"]
 
 _MODULE_NAME = "_tokenprune_official_evit"
+#: the official module loaded from each checkout (resolved path)
+_LOADED: dict[Path, ModuleType] = {}
 
 
 @contextmanager
@@ -42,10 +44,11 @@ def _no_timm_registration() -> Iterator[None]:
 
 
 def load_official_evit(repo_dir: str | Path) -> ModuleType:
-    """Import the official ``evit.py`` from ``repo_dir`` (a checkout of youweiliang/evit); cached per process."""
-    if _MODULE_NAME in sys.modules:
-        return sys.modules[_MODULE_NAME]
-    repo = Path(repo_dir).expanduser()
+    """Import the official ``evit.py`` from ``repo_dir`` (a checkout of youweiliang/evit); cached per process and
+    checkout. Raises FileNotFoundError when ``repo_dir`` does not hold ``evit.py`` and ``helpers.py``."""
+    repo = Path(repo_dir).expanduser().resolve()
+    if repo in _LOADED:
+        return _LOADED[repo]
     for name in ("evit.py", "helpers.py"):
         if not (repo / name).is_file():
             raise FileNotFoundError(f"official_evit: {repo / name} not found; pass a checkout of "
@@ -75,6 +78,7 @@ def load_official_evit(repo_dir: str | Path) -> ModuleType:
         if stub is not None:
             sys.modules.pop("torchprofile", None)
     sys.modules[_MODULE_NAME] = module
+    _LOADED[repo] = module
     return module
 
 
