@@ -324,12 +324,15 @@ def _check_official_options(args, ap) -> None:
 def _build_models(args, ap) -> _Models:
     """Our model at each keep rate and ToMe r (and the official EViT's and ToMe's), their MACs and labels."""
     import copy
+    from functools import partial
 
     import timm
     from timm.models.vision_transformer import VisionTransformer
 
     from tokenprune.core.patch import patch
     from tokenprune.measure.macs import analytic_macs
+    from tokenprune.measure.official_evit import check_same_outputs, load_official_evit, official_evit_like
+    from tokenprune.measure.official_tome import load_official_tome, official_tome_like
     from tokenprune.methods.tome import tome_schedule
 
     _check_official_options(args, ap)
@@ -338,9 +341,6 @@ def _build_models(args, ap) -> _Models:
         ap.error(f"--model: {args.model} is a {type(src).__name__}, not a timm VisionTransformer "
                  "(tokenprune patches timm ViTs only)")
     src.eval()
-    from tokenprune.measure.official_evit import load_official_evit
-    from tokenprune.measure.official_tome import load_official_tome
-
     loaded = {}
     for option, path, load in (("--official-evit", args.official_evit, load_official_evit),
                                ("--official-tome", args.official_tome, load_official_tome)):
@@ -355,8 +355,6 @@ def _build_models(args, ap) -> _Models:
         out.models[label], out.macs[label] = m, analytic_macs(m).total
         out.ours.append(label)
         if official is not None:
-            from tokenprune.measure.official_evit import check_same_outputs
-
             try:  # a model the official code does not implement, or different outputs: nothing to compare with
                 off = official()
                 check_same_outputs(m, off, img_size=src.patch_embed.img_size[0], what=f"the code of {option}")
@@ -369,20 +367,12 @@ def _build_models(args, ap) -> _Models:
         m = copy.deepcopy(src)
         if r < 1.0:
             patch(m, keep_rate=r, scorer=args.scorer, reducer=args.reducer)
-        official = None
-        if evit_mod is not None and r < 1.0:
-            from tokenprune.measure.official_evit import official_evit_like
-
-            official = lambda r=r: official_evit_like(evit_mod, src, r)  # noqa: E731
+        official = partial(official_evit_like, evit_mod, src, r) if evit_mod is not None and r < 1.0 else None
         add(f"keep={r:g}", m, official, "--official-evit")
     for r in args.tome_r:
         rates, locations = tome_schedule(r, src.patch_embed.num_patches, len(src.blocks))
         m = patch(copy.deepcopy(src), keep_rate=rates, locations=locations, reducer="bipartite", prop_attn=True)
-        official = None
-        if tome_mod is not None:
-            from tokenprune.measure.official_tome import official_tome_like
-
-            official = lambda r=r: official_tome_like(tome_mod, src, r)  # noqa: E731
+        official = partial(official_tome_like, tome_mod, src, r) if tome_mod is not None else None
         add(f"tome r={r}", m, official, "--official-tome")
     return out
 
