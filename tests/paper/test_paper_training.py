@@ -145,3 +145,14 @@ def test_notebooks_train_then_load_and_a_shortened_run_is_not_judged(imagenet, t
     assert g.source == "given" and g.full_schedule
     with torch.inference_mode():
         assert torch.equal(g.model(x), a.model(x))
+
+
+def test_randaugment_posterize_at_full_magnitude_runs():
+    """The paper recipes' RandAugment draws magnitudes around 9 (sd 0.5): at 10 its increasing posterize keeps 0 bits,
+    which the installed Pillow must accept (Pillow 13 raises, which stopped a training run at a random step)."""
+    from PIL import Image
+    from timm.data.auto_augment import AugmentOp
+
+    op = AugmentOp("PosterizeIncreasing", prob=1.0, magnitude=10)
+    out = op(Image.new("RGB", (8, 8), (200, 100, 50)))
+    assert out.size == (8, 8)
