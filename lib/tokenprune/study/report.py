@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from tokenprune.study.claims import ALL_VERDICTS, KINDS, OUTCOMES, SETTINGS, verdicts_of
 from tokenprune.utils.environment import REPO_ROOT, provenance
 from tokenprune.utils.io import (InputError, atomic_write_bytes, atomic_write_text, dumps_json, input_checks,
                                  to_jsonable)
@@ -49,13 +50,15 @@ __all__ = [
     "main",
 ]
 
-VERDICTS: tuple[str, ...] = ("reproduced", "not reproduced", "inconclusive", "not testable here")
-"""The accepted verdicts, in the order the ledger counts them."""
+VERDICTS: tuple[str, ...] = ALL_VERDICTS
+"""The accepted verdicts (each kind's own words, then the undecided ones), in the order the ledger counts them."""
+
+MAX_WHY = 200
+"""A claim's why is one sentence of at most this many characters."""
 
 PAPERS: tuple[str, ...] = ("evit", "bat", "varmedad", "decouple", "other")
 """Paper ids (see DESIGN.md); ``other`` is for checks of our own, e.g. library invariants."""
 
-NEEDS_WHY: frozenset[str] = frozenset({"not reproduced", "inconclusive", "not testable here"})
 
 LEDGER_COMMAND = "make reproduce"
 RESULTS_FILE = "results.json"
@@ -136,8 +139,19 @@ class Claim:
     id: str
     paper: str
     statement: str
+    quote: str
     source: str
+    kind: str
+    setting: str
+    section: str
     verdict: str
+    outcome: str
+    family: str | None = None
+    headline: bool = False
+    premises: list[str] | None = None
+    effect: float | None = None
+    would_decide: str | None = None
+    details: dict | None = None
     paper_value: float | str | None = None
     our_value: float | str | None = None
     ci: list[float] | None = None
@@ -154,11 +168,23 @@ class Claim:
             raise ValueError(f"id must be a non-empty string without spaces, '|' or '`', got {self.id!r}")
         if self.paper not in PAPERS:
             raise ValueError(f"paper must be one of {', '.join(map(repr, PAPERS))}; got {self.paper!r}")
-        if self.verdict not in VERDICTS:
-            raise ValueError(
-                f"verdict must be exactly one of {', '.join(map(repr, VERDICTS))}; got {self.verdict!r}"
-            )
-        for name in ("statement", "source", "unit", "profile", "why", "test"):
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id}: kind must be one of {', '.join(map(repr, KINDS))}; got {self.kind!r}")
+        if self.setting not in SETTINGS:
+            raise ValueError(f"claim {self.id}: setting must be one of {', '.join(map(repr, SETTINGS))}; "
+                             f"got {self.setting!r}")
+        if self.verdict not in verdicts_of(self.kind):
+            raise ValueError(f"claim {self.id}: verdict of a {self.kind!r} must be exactly one of "
+                             f"{', '.join(map(repr, verdicts_of(self.kind)))}; got {self.verdict!r}")
+        if self.outcome not in OUTCOMES.values():
+            raise ValueError(f"claim {self.id}: outcome must be one of {sorted(OUTCOMES.values())}; "
+                             f"got {self.outcome!r}")
+        if len(self.why) > MAX_WHY:
+            raise ValueError(f"claim {self.id}: why must be one sentence of at most {MAX_WHY} characters "
+                             f"(detail goes into details); got {len(self.why)}: {self.why!r}")
+        if self.details is not None:
+            self.details = to_jsonable(dict(self.details))
+        for name in ("statement", "quote", "source", "section", "unit", "profile", "why", "test"):
             if not isinstance(getattr(self, name), str):
                 raise ValueError(f"{name} must be a string, got {type(getattr(self, name)).__name__}")
         if not isinstance(self.timed, bool):
@@ -178,7 +204,7 @@ class Claim:
             self.load = to_jsonable(dict(self.load))
         if not self.statement.strip():
             raise ValueError(f"claim {self.id}: statement must not be empty")
-        if self.verdict in NEEDS_WHY and not self.why.strip():
+        if self.outcome != "holds" and not self.why.strip():
             raise ValueError(f"claim {self.id}: why is required when the verdict is {self.verdict!r}")
         self.paper_value = _scalar(self.paper_value, "paper_value")
         self.our_value = _scalar(self.our_value, "our_value")
@@ -255,6 +281,7 @@ class Report:
         self.seed = seed if seed is not None else self.params.get("seed")
         self._started = time.perf_counter()
         self._claims: list[Claim] = []
+        self._premises: dict[str, Any] = {}
         self._tables: dict[str, str] = {}
         self._figures: dict[str, bytes] = {}
         self.values: dict[str, Any] = {}
@@ -288,27 +315,30 @@ class Report:
         self._claims.append(claim)
         return claim
 
-    def gate_claims(self, premise: Any, ids: Iterable[str]) -> list[str]:
-        """Gate the filed claims ``ids`` on ``premise`` (a :class:`tokenprune.study.verdicts.Premise` about the data
-        or model they were measured on): when it fails, each becomes ``inconclusive`` with the premise named, its
-        rule's own verdict and reason kept after it; when it holds, only the test text says it was checked.
-        Returns the ids gated (an id not filed is refused)."""
-        from tokenprune.study.verdicts import Decision
+    def add_premise(self, premise: Any) -> Any:
+        """Register ``premise`` (a :class:`tokenprune.study.verdicts.Premise`) under its name, before any claim that
+        declares it is filed; registering a name twice is refused."""
+        if premise.name in self._premises:
+            raise ValueError(f"premise: {premise.name!r} is registered twice in report {self.name!r}")
+        self._premises[premise.name] = premise
+        return premise
 
-        ids = list(ids)
-        known = {c.id for c in self._claims}
-        unknown = sorted(set(ids) - known)
-        if unknown:
-            raise ValueError(f"ids: not filed in report {self.name!r}: {unknown}")
-        for i, c in enumerate(self._claims):
-            if c.id not in ids:
-                continue
-            d = premise.gate(Decision(c.verdict, c.why, c.test))
-            why = d.why if premise.holds else c.why
-            if not premise.holds:
-                why = f"{d.why}; the rule alone: {c.verdict}" + (f" ({c.why})" if c.why else "")
-            self._claims[i] = dataclasses.replace(c, verdict=d.verdict, why=why, test=d.rule)
-        return ids
+    def premise(self, name: str) -> Any:
+        """The premise registered as ``name`` (a claim declaring an unregistered premise cannot be filed)."""
+        try:
+            return self._premises[name]
+        except KeyError:
+            raise ValueError(f"premise: {name!r} is not registered in report {self.name!r} "
+                             f"(registered: {sorted(self._premises)})") from None
+
+    def claims_table(self, section: str) -> Any:
+        """The claims filed so far that ``section`` decides: id, kind, setting, verdict (a DataFrame, shown under
+        the section in its notebook)."""
+        import pandas as pd
+
+        rows = [{"claim": c.id, "kind": c.kind, "setting": c.setting, "verdict": c.verdict}
+                for c in self._claims if c.section == section]
+        return pd.DataFrame(rows, columns=["claim", "kind", "setting", "verdict"])
 
     def rename_claims(self, ids: Mapping[str, str]) -> None:
         """Give the filed claims of ``ids`` (old id -> new id) their new ids, in place (e.g. a paper-scale id once

@@ -1,0 +1,245 @@
+"""Claims as data: what a claim is (its declaration), the verdicts each kind of claim may take, and filing.
+
+Each paper's package declares its claims in one table of :class:`Declaration` s (``study/<paper>/claims.py``):
+the source's words, where they are printed, the kind of claim, the paper's number (a path into
+:mod:`tokenprune.study.paper_numbers`), the rule that decides it (a :mod:`tokenprune.study.verdicts` object, its
+tolerance fixed in the declaration), the effect in dispute, the premises it rests on, the setting it is decided in
+and the notebook section that decides it. Experiments return measurements; :func:`file_claim` turns one
+declaration, the rule's :class:`~tokenprune.study.verdicts.Decision` and the measurement into a filed claim.
+
+The verdict engine speaks of a rule that holds (``reproduced``) or fails (``not reproduced``); each kind names
+those outcomes in its own words (:data:`VOCABULARY`), and a declaration says which word a rule that holds gives
+(``on_rule_holds``): a reviewer objection whose rule checks the paper's side reads ``rejected`` when it holds.
+"""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+__all__ = [
+    "KINDS",
+    "SETTINGS",
+    "VOCABULARY",
+    "UNDECIDED",
+    "OUTCOMES",
+    "ALL_VERDICTS",
+    "Declaration",
+    "DeclarationTable",
+    "verdicts_of",
+    "outcome_of",
+    "file_claim",
+    "paper_number",
+]
+
+KINDS: tuple[str, ...] = ("paper claim", "reviewer objection", "consistency check", "transcription",
+                          "our hypothesis")
+"""What a claim is: the paper's own claim, a reviewer's objection to it, a check that holds by how something was
+chosen or computed (never evidence), a check that a printed number was read as printed, or a hypothesis of ours."""
+
+SETTINGS: tuple[str, ...] = ("from the sources", "analytic at paper scale", "timed on this machine", "proxy",
+                             "paper-scale run")
+"""Where a claim is decided: from the papers' texts and code alone, computed at the paper's scale without
+training, by wall-clock timing here, on the proxy model, or by a run at the paper's scale."""
+
+VOCABULARY: dict[str, tuple[str, str]] = {
+    "paper claim": ("reproduced", "not reproduced"),
+    "our hypothesis": ("supported", "not supported"),
+    "reviewer objection": ("upheld", "rejected"),
+    "consistency check": ("consistent", "inconsistent"),
+    "transcription": ("consistent", "inconsistent"),
+}
+"""Each kind's two decisive verdicts."""
+
+UNDECIDED: tuple[str, ...] = ("inconclusive", "not testable here")
+"""The verdicts every kind may take when the data do not decide."""
+
+ALL_VERDICTS: tuple[str, ...] = tuple(dict.fromkeys(
+    [v for pair in VOCABULARY.values() for v in pair] + list(UNDECIDED)))
+
+OUTCOMES: dict[str, str] = {"reproduced": "holds", "not reproduced": "fails", "inconclusive": "inconclusive",
+                            "not testable here": "not testable here"}
+"""The verdict engine's verdict -> the rule's outcome as results.json stores it (kind-neutral)."""
+
+
+def verdicts_of(kind: str) -> tuple[str, ...]:
+    """The verdicts a claim of ``kind`` may take (its two decisive words, then :data:`UNDECIDED`)."""
+    if kind not in VOCABULARY:
+        raise ValueError(f"kind: must be one of {', '.join(map(repr, KINDS))}; got {kind!r}")
+    return VOCABULARY[kind] + UNDECIDED
+
+
+def _opposite(kind: str, word: str) -> str:
+    a, b = VOCABULARY[kind]
+    return b if word == a else a
+
+
+def outcome_of(kind: str, on_rule_holds: str, verdict: str) -> str:
+    """The rule's kind-neutral outcome (``holds`` / ``fails`` / undecided) behind ``verdict``."""
+    if verdict in UNDECIDED:
+        return verdict
+    if verdict == on_rule_holds:
+        return "holds"
+    if verdict == _opposite(kind, on_rule_holds):
+        return "fails"
+    raise ValueError(f"verdict: {verdict!r} is not a verdict of a {kind!r} ({', '.join(verdicts_of(kind))})")
+
+
+def _fields(template: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Declaration:
+    """One claim as declared before any data: every field is given explicitly (none has a default).
+
+    ``id`` and the texts may hold ``{name}`` fields (e.g. ``keep{keep:g}``) filled at filing from ``keys``, so that one
+    declaration covers a claim repeated per keep rate; ``paper_number`` is a path into
+    :mod:`tokenprune.study.paper_numbers` (a tuple of keys whose string elements may also be ``{name}`` fields), or
+    None when the paper gives no number. ``rule`` is the verdict-engine object that decides it, or a callable that
+    derives it from named inputs (its formula fixed here), or None when this machine cannot decide it (then
+    ``would_decide`` says what would). ``premises`` name the premises (registered on the report with
+    :meth:`tokenprune.study.report.Report.add_premise`) that must hold before the rule's verdict counts.
+    """
+
+    id: str
+    paper: str
+    statement: str
+    quote: str
+    where: str
+    kind: str
+    on_rule_holds: str
+    paper_number: Optional[tuple]
+    rule: Any
+    unit: str
+    effect: Optional[float]
+    premises: tuple[str, ...]
+    setting: str
+    section: str
+    family: Optional[str]
+    would_decide: Optional[str]
+    headline: bool
+
+    def __post_init__(self) -> None:
+        verdicts_of(self.kind)
+        if self.setting not in SETTINGS:
+            raise ValueError(f"setting: must be one of {', '.join(map(repr, SETTINGS))}; got {self.setting!r} "
+                             f"({self.id})")
+        if self.on_rule_holds not in VOCABULARY[self.kind]:
+            raise ValueError(f"on_rule_holds: a {self.kind!r} reads a rule that holds as one of "
+                             f"{VOCABULARY[self.kind]}; got {self.on_rule_holds!r} ({self.id})")
+        for name in ("statement", "quote", "where", "section"):
+            if not str(getattr(self, name)).strip():
+                raise ValueError(f"{name}: required for every claim ({self.id})")
+        if not isinstance(self.premises, tuple):
+            raise ValueError(f"premises: a tuple of premise names ({self.id})")
+        if not isinstance(self.headline, bool):
+            raise ValueError(f"headline: True or False ({self.id})")
+        if self.effect is not None and not isinstance(self.effect, (int, float)):
+            raise ValueError(f"effect: a number in the claim's unit, or None ({self.id})")
+
+    @property
+    def keys(self) -> set[str]:
+        """The ``{name}`` fields its id needs at filing."""
+        return _fields(self.id)
+
+    def claim_id(self, keys: Mapping[str, Any]) -> str:
+        missing = self.keys - set(keys)
+        if missing:
+            raise ValueError(f"keys: the declaration {self.id!r} needs {sorted(missing)}")
+        return self.id.format(**keys)
+
+    def text(self, name: str, keys: Mapping[str, Any]) -> str:
+        value = getattr(self, name)
+        return value.format(**keys) if isinstance(value, str) and _fields(value) else value
+
+
+class DeclarationTable(Mapping[str, Declaration]):
+    """A paper's declarations by id (ids unique, all of one paper)."""
+
+    def __init__(self, paper: str, declarations: Iterable[Declaration]) -> None:
+        self.paper = paper
+        self._by_id: dict[str, Declaration] = {}
+        for d in declarations:
+            if d.paper != paper:
+                raise ValueError(f"paper: {d.id} is declared for {d.paper!r} in the table of {paper!r}")
+            if d.id in self._by_id:
+                raise ValueError(f"id: {d.id!r} is declared twice")
+            self._by_id[d.id] = d
+
+    def __getitem__(self, key: str) -> Declaration:
+        try:
+            return self._by_id[key]
+        except KeyError:
+            raise KeyError(f"no declaration {key!r} in the table of {self.paper!r}") from None
+
+    def __iter__(self):
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def in_section(self, section: str) -> list[Declaration]:
+        return [d for d in self._by_id.values() if d.section == section]
+
+
+def paper_number(path: Optional[Sequence[Any]], keys: Mapping[str, Any] = {}) -> Any:
+    """The number at ``path`` in :mod:`tokenprune.study.paper_numbers` (first element: the module attribute), with
+    ``{name}`` elements filled from ``keys`` (a lone ``{name}`` takes the key's value itself, e.g. a float)."""
+    if path is None:
+        return None
+    from tokenprune.study import paper_numbers
+
+    value: Any = paper_numbers
+    for i, step in enumerate(path):
+        if isinstance(step, str) and step.startswith("{") and step.endswith("}") and step.count("{") == 1:
+            step = keys[step[1:-1].split(":")[0]]
+        elif isinstance(step, str) and _fields(step):
+            step = step.format(**keys)
+        try:
+            value = getattr(value, step) if i == 0 else value[step]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            raise KeyError(f"paper_number: no {step!r} at {list(path[:i])} in paper_numbers") from None
+    return value
+
+
+def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str, Any] = {},
+               our_value: Any = None, ci: Optional[Sequence[float]] = None, design: Optional[dict] = None,
+               timed: bool = False, load: Optional[dict] = None, paper_value: Any = None,
+               why: str = "", details: Optional[dict] = None) -> Any:
+    """File the claim ``decl`` (ids and texts filled from ``keys``) on report ``rep`` with the verdict engine's
+    ``decision``, after the declaration's premises gate it; return the filed claim.
+
+    A premise that fails makes the claim ``inconclusive`` naming it; the rule's own verdict and reason are kept in
+    ``details["rule alone"]``. ``why`` (context) is appended to the decision's reason: the result must stay one
+    sentence of at most 200 characters (put longer detail in ``details``). ``paper_value`` defaults to the
+    declaration's paper number."""
+    from tokenprune.study.report import Claim
+    from tokenprune.study.verdicts import Decision
+
+    details = dict(details or {})
+    for name in decl.premises:
+        premise = rep.premise(name)
+        gated = premise.gate(decision)
+        if not premise.holds:
+            details["rule alone"] = {"verdict": OUTCOMES[decision.verdict], "why": decision.why}
+        decision = gated
+    if decision.verdict not in OUTCOMES:
+        raise ValueError(f"decision: unknown verdict {decision.verdict!r} ({decl.id})")
+    outcome = OUTCOMES[decision.verdict]
+    verdict = {"holds": decl.on_rule_holds, "fails": _opposite(decl.kind, decl.on_rule_holds)}.get(outcome, outcome)
+    reason = "; ".join(w for w in (decision.why, why) if w)
+    if paper_value is None:
+        paper_value = paper_number(decl.paper_number, keys)
+        if isinstance(paper_value, Mapping):
+            raise ValueError(f"paper_number: {decl.paper_number} is a table, not a number ({decl.id})")
+    claim = Claim(
+        id=decl.claim_id(keys), paper=decl.paper, statement=decl.text("statement", keys),
+        quote=decl.text("quote", keys), source=decl.text("where", keys), kind=decl.kind, setting=decl.setting,
+        section=decl.section, family=decl.family, headline=decl.headline, premises=list(decl.premises),
+        effect=decl.effect, would_decide=decl.text("would_decide", keys), verdict=verdict, outcome=outcome,
+        paper_value=paper_value, our_value=our_value, ci=list(ci) if ci is not None else None, unit=decl.unit,
+        why=reason, test=decision.rule, timed=timed, load=load, design=design, details=details or None,
+    )
+    return rep.add_claim(claim)
+
