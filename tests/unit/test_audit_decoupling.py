@@ -421,7 +421,7 @@ def _parts_setting(acc=None, dataset="parts", n=2400):
 
 
 def test_part_model_premise_reads_notebook_00s_bar():
-    from tokenprune.study.audits import calibration
+    from tokenprune.study import calibration
 
     assert dec.FINE_GRAINED_BAR == calibration.BARS["fine-grained"]
     assert f">= {calibration.BARS['fine-grained']:g} % top-1" in dec.PART_MODEL_PREMISE

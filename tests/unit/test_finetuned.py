@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from tokenprune.measure.evaluation import PruneConfig
-from tokenprune.study.audits import calibration as C
+from tokenprune.study import calibration as C
 from tokenprune.training import base_models as B
 
 

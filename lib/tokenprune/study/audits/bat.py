@@ -44,7 +44,7 @@ import timm
 import torch
 
 from tokenprune.data.datasets import class_balanced_indices
-from tokenprune.study.audits import calibration
+from tokenprune.study import calibration
 from tokenprune.core.patch import patch, prune_state
 from tokenprune.measure import evaluation, kept_tokens, metrics
 from tokenprune.measure import mac_matching as matching
@@ -1589,7 +1589,7 @@ def plot_bat_clusters(fmodel: torch.nn.Module, src: torch.Tensor, shown: list, n
 
 def gate_on_calibration(rep: Any, cfg: Any) -> dict:
     """Notebook 00's calibration as premises of every claim measured on the proxy ``cfg.proxy_model`` (those with a
-    design): it is 00's chosen proxy and meets C5 (:func:`tokenprune.study.audits.calibration.gate_on_proxy`). At the
+    design): it is 00's chosen proxy and meets C5 (:func:`tokenprune.study.calibration.gate_on_proxy`). At the
     ``paper`` profile nothing is gated. Returns the premises by what they say."""
     if cfg.profile == "paper":
         return {}

@@ -56,7 +56,7 @@ from tokenprune.measure.metrics import bootstrap_ci_or_nan
 from tokenprune.measure.rank_statistics import rank_correlations
 from tokenprune.methods import learned, sensitivity
 from tokenprune.study import figures, paper_numbers, paper_runs, verdicts
-from tokenprune.study.audits import calibration
+from tokenprune.study import calibration
 from tokenprune.study.notebook import Stopwatch, ci_columns
 from tokenprune.study.verdicts import Above, AllOf, Below, Beyond, Criteria, Flag, Inside, Premise, fmt_interval
 from tokenprune.training import base_models

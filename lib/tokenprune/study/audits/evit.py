@@ -2,7 +2,7 @@
 tables and figures, and the claims that need more than a line to declare.
 
 The notebook calls one function per step, in the order of its sections. The accuracy claims about pruning run on
-the calibrated proxy of notebook 00 (:data:`~tokenprune.study.audits.calibration.PROXY`: the pretrained ViT-S/14
+the calibrated proxy of notebook 00 (:data:`~tokenprune.study.calibration.PROXY`: the pretrained ViT-S/14
 fine-tuned on Fashion-MNIST at 56 px, 16 tokens), the fine-tuned ones on its cached fine-tunes (:func:`cached_finetunes`); the oracle (Table 14) and higher-resolution
 (Table 5) studies stay on the project's small ViT on plain Fashion-MNIST (:class:`SmallViT` holds either model, its
 evaluation images and how two configurations are compared, with each comparison's :class:`Design`); efficiency
@@ -40,7 +40,7 @@ from tokenprune.study import figures as viz
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import EVIT, EVIT_TEXT
-from tokenprune.study.audits import calibration
+from tokenprune.study import calibration
 from tokenprune.training import base_models as tp_models
 from tokenprune.training import loop as tp_train
 from tokenprune.utils.environment import hardware
@@ -1725,8 +1725,8 @@ def figure_finetune_seeds(st: SmallViT, cfg: Any, FT: dict, P: dict):
 def gate_on_calibration(rep: Any, cfg: Any) -> dict:
     """Notebook 00's calibration as premises: every comparison claim measured on the proxy (those with a design, except
     the §10-11 claims on the small Fashion-MNIST ViT) and the fine-tuned seed-spread claim, on ``cfg.proxy_model``
-    being 00's chosen proxy and meeting C5 (:func:`tokenprune.study.audits.calibration.gate_on_proxy`); the SynthBirds
-    claims on ``cfg.parts_model`` against the fine-grained bar (:func:`~tokenprune.study.audits.calibration.gate_on_bar`).
+    being 00's chosen proxy and meeting C5 (:func:`tokenprune.study.calibration.gate_on_proxy`); the SynthBirds
+    claims on ``cfg.parts_model`` against the fine-grained bar (:func:`~tokenprune.study.calibration.gate_on_bar`).
     At the ``paper`` profile nothing is gated (DeiT-S is not a proxy). Returns the premises by what they say."""
     if cfg.profile == "paper":
         return {}

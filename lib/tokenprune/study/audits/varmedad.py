@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import tokenprune.methods.varmedad  # noqa: F401  (registers the Eq. 6/7 variants and attention_cv2)
-from tokenprune.study.audits import calibration
+from tokenprune.study import calibration
 from tokenprune.core import split_forward as split
 from tokenprune.core.precision import set_eager_attention
 from tokenprune.core.schedule import num_keep
@@ -1905,7 +1905,7 @@ def _design_claims(rep: Any, skip: Sequence[str] = ()) -> list[str]:
 def gate_on_calibration(rep: Any, cfg: Any, subjects: Optional[SimpleNamespace] = None) -> dict:
     """Notebook 00's calibration as premises: every comparison claim measured on ``cfg.base_model``
     (:func:`_design_claims`; the background share too when SynthBirds did not decide it) on its being 00's chosen proxy and meeting C5
-    (:func:`tokenprune.study.audits.calibration.gate_on_proxy`), and the background share on ``cfg.birds_model``
+    (:func:`tokenprune.study.calibration.gate_on_proxy`), and the background share on ``cfg.birds_model``
     against the fine-grained bar. At the ``paper`` profile the base model is the unpruned DeiT-S run of the recipe
     (``subjects.base_run``): those claims are gated on its whole schedule instead
     (:func:`tokenprune.study.paper_runs.full_schedule_premise`) and take paper-scale ids, as the fine-tuned claims

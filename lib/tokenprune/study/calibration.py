@@ -256,10 +256,19 @@ def drop_tensors(row: dict) -> None:
         row.pop(k, None)
 
 
-def bar_premise(name: str, role: Optional[str] = None) -> "verdicts.Premise":
+PROXY_CHOSEN = "proxy: notebook 00's choice"
+"""The premise that a claim was measured on the classification proxy notebook 00 chose (:func:`proxy_premise`)."""
+PROXY_BAR = "proxy: C5"
+"""The premise that the classification proxy meets the classification bar (:func:`bar_premise`)."""
+FINE_GRAINED_BAR = "fine-grained model: C5"
+"""The premise that the fine-grained (SynthBirds) model meets the fine-grained bar (:func:`bar_premise`)."""
+
+
+def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = None) -> "verdicts.Premise":
     """C5 as a premise of the claims measured on the base model ``name``: its test top-1 (from its checkpoint's
     sidecar, on the recipe's full test split) reaches the bar of its ``role`` (default: the candidate's own role;
-    :data:`BARS`). A smoke model is judged as such and says so (its bar cannot be met in a few steps)."""
+    :data:`BARS`). A smoke model is judged as such and says so (its bar cannot be met in a few steps). ``label`` is
+    the premise's name (default :data:`PROXY_BAR` for a classification model, :data:`FINE_GRAINED_BAR` else)."""
     from tokenprune.study import verdicts
 
     key = name.removesuffix("_smoke")
@@ -268,9 +277,9 @@ def bar_premise(name: str, role: Optional[str] = None) -> "verdicts.Premise":
     info = tp_models.verify_checkpoint(*tp_models.checkpoint_paths(recipe, tp_models.checkpoint_dir(prof)))
     t = info["test"]
     top1, (lo, hi) = 100 * t["accuracy"], (100 * t["ci95"][0], 100 * t["ci95"][1])
-    return verdicts.Premise(f"the model {name} is good enough for its attention to mean something (notebook 00's C5: "
-                            f">= {BARS[role]:g} % top-1 for a {role} model)", bool(top1 >= BARS[role]),
-                            f"{top1:.2f} % [{lo:.2f}, {hi:.2f}] on its {t['n']} test images")
+    label = label or (PROXY_BAR if role == "classification" else FINE_GRAINED_BAR)
+    return verdicts.Premise(label, bool(top1 >= BARS[role]),
+                            f"{name}: {top1:.2f} % [{lo:.2f}, {hi:.2f}] top-1, bar {BARS[role]:g} %")
 
 
 def proxy_premise(name: str) -> "verdicts.Premise":
@@ -280,21 +289,10 @@ def proxy_premise(name: str) -> "verdicts.Premise":
     from tokenprune.study import verdicts
 
     key = name.removesuffix("_smoke")
-    return verdicts.Premise(f"the model is notebook 00's calibrated proxy ({PROXY}: it meets criteria C1-C5)",
-                            key == PROXY, f"measured on {name}")
+    return verdicts.Premise(PROXY_CHOSEN, key == PROXY, f"measured on {name}, chosen {PROXY}")
 
 
-def gate_on_bar(rep: Any, name: str, ids: Any, role: Optional[str] = None) -> "verdicts.Premise":
-    """Gate the claims ``ids`` of ``rep`` measured on ``name`` on :func:`bar_premise`; returns the premise."""
-    premise = bar_premise(name, role)
-    rep.gate_claims(premise, ids)
-    return premise
-
-
-def gate_on_proxy(rep: Any, name: str, ids: Any) -> dict:
-    """Gate the claims ``ids`` of ``rep`` measured on the classification proxy ``name`` on :func:`proxy_premise`
-    and on :func:`bar_premise` (C5); returns both premises by name."""
-    ids = list(ids)
-    chosen = proxy_premise(name)
-    rep.gate_claims(chosen, ids)
-    return {f"{name}: notebook 00's choice": chosen, f"{name}: C5": gate_on_bar(rep, name, ids)}
+def proxy_premises(name: str) -> list["verdicts.Premise"]:
+    """The premises of a claim measured on the classification proxy ``name``: :data:`PROXY_CHOSEN` and
+    :data:`PROXY_BAR`, to register on a report (``rep.add_premise``)."""
+    return [proxy_premise(name), bar_premise(name, "classification")]
