@@ -129,7 +129,8 @@ def test_comparison_decision_reaches_every_verdict(args, verdict, why):
 def test_full_split_runs_only_the_pairs_it_can_decide():
     from timm.models.vision_transformer import VisionTransformer
 
-    from tokenprune.measure.evaluation import Predictions, PruneConfig
+    from tokenprune.measure.evaluation import Predictions
+    from tokenprune.core.config import PruneConfig
 
     # 2 % discordant: MDE at 10,000 images about 0.4 points, within 2 x 0.5 but not 2 x 0.1
     a, b = _correct(1000, 0.6, 0.6, 0.02)
@@ -368,7 +369,7 @@ def test_static_scores_claim(overlap, verdict):
 def test_kept_set_overlap_sees_input_dependence():
     from timm.models.vision_transformer import VisionTransformer
 
-    from tokenprune.measure.evaluation import PruneConfig
+    from tokenprune.core.config import PruneConfig
 
     m = VisionTransformer(img_size=32, patch_size=4, num_classes=5, embed_dim=32, depth=4, num_heads=2).eval()
     cfg = PruneConfig(reducer="merge_dpcknn", locations=(2,))

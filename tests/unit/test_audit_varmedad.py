@@ -530,7 +530,7 @@ def test_overlap_claim_needs_a_fine_tune_that_trains_the_embeddings():
 
 # ---------------------------------------------------------------------------------------------- paper profile (issue 15)
 from tokenprune.study import paper_runs  # noqa: E402
-from tokenprune.measure.evaluation import PruneConfig  # noqa: E402
+from tokenprune.core.config import PruneConfig  # noqa: E402
 
 _TOME = SimpleNamespace(config=PruneConfig("cls_attention", "bipartite", 0.93, tuple(range(1, 13)), prop_attn=True,
                                            name="tome"))

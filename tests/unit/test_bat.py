@@ -9,7 +9,7 @@ import tokenprune.methods.bat  # noqa: F401  (registers merge_dpcknn_budget)
 from tokenprune.measure import macs as flops
 from tokenprune.methods.bat import budget_split
 from tokenprune.measure.trend import trend_contrast
-from tokenprune.measure.evaluation import PruneConfig
+from tokenprune.core.config import PruneConfig
 from tokenprune.measure.kept_tokens import kept_token_diversity, tokens_after
 from tokenprune.measure.mac_matching import config_at_macs
 from tokenprune.core.patch import patch, prune_state

@@ -4,7 +4,8 @@ import timm
 import torch
 
 from tokenprune.core.patch import prune_state
-from tokenprune.measure.evaluation import DROPPED, KEPT, MERGED, PruneConfig, paired_comparison, patch_status, prune_sweep
+from tokenprune.measure.evaluation import DROPPED, KEPT, MERGED, paired_comparison, patch_status, prune_sweep
+from tokenprune.core.config import PruneConfig
 from tokenprune.study.figures import overlay_status, status_grid
 
 

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from tokenprune.measure.evaluation import PruneConfig
+from tokenprune.core.config import PruneConfig
 from tokenprune.study import calibration as C
 from tokenprune.training import base_models as B
 

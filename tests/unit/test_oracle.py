@@ -4,7 +4,8 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 from tokenprune.methods import oracle
-from tokenprune.measure.evaluation import KEPT, PruneConfig, patch_status, predict
+from tokenprune.measure.evaluation import KEPT, patch_status, predict
+from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import patch, prune_state
 from tokenprune.core.scorers import TokenContext, get_scorer
 

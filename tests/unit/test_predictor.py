@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tokenprune.methods import learned as predictor
 from tokenprune.core import split_forward as split
-from tokenprune.measure.evaluation import PruneConfig
+from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import prune_state
 
 

@@ -10,7 +10,7 @@ says, after a traced forward, which original patches each location kept intact, 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 import numpy as np
@@ -18,48 +18,15 @@ import torch
 
 from tokenprune.measure import metrics
 from tokenprune.measure.macs import analytic_macs
-from tokenprune.core.patch import patch, prune_state
-from tokenprune.core.schedule import EVIT_LOCATIONS
+from tokenprune.core.config import UNPRUNED, PruneConfig
+from tokenprune.core.patch import prune_state
 from tokenprune.core.precision import autocast
 
-__all__ = ["PruneConfig", "UNPRUNED", "Predictions", "predict", "prune_sweep", "paired_comparison", "patch_status",
+__all__ = ["Predictions", "predict", "prune_sweep", "paired_comparison", "patch_status",
            "KEPT", "MERGED", "DROPPED"]
 
 #: codes of :func:`patch_status`
 DROPPED, MERGED, KEPT = 0, 1, 2
-
-
-@dataclass(frozen=True)
-class PruneConfig:
-    """One pruning configuration; ``apply`` patches a model with it (in place)."""
-
-    scorer: str = "cls_attention"
-    reducer: str = "fuse_attention"
-    keep_rate: float | tuple[float, ...] = 1.0
-    locations: tuple[int, ...] = EVIT_LOCATIONS
-    reducer_options: tuple[tuple[str, object], ...] = ()
-    prop_attn: bool = False
-    name: Optional[str] = None
-
-    @property
-    def label(self) -> str:
-        if self.name:
-            return self.name
-        opts = ",".join(f"{k}={v}" for k, v in self.reducer_options)
-        return f"{self.scorer}+{self.reducer}{'(' + opts + ')' if opts else ''}@{self.keep_rate}"
-
-    def with_(self, **changes) -> "PruneConfig":
-        if "reducer_options" in changes and isinstance(changes["reducer_options"], dict):
-            changes["reducer_options"] = tuple(sorted(changes["reducer_options"].items()))
-        return replace(self, **changes)
-
-    def apply(self, model: torch.nn.Module, trace: bool = False, seed: Optional[int] = 0) -> torch.nn.Module:
-        return patch(model, keep_rate=self.keep_rate, locations=self.locations, scorer=self.scorer,
-                     reducer=self.reducer, reducer_options=dict(self.reducer_options), trace=trace,
-                     prop_attn=self.prop_attn, seed=seed)
-
-
-UNPRUNED = PruneConfig(keep_rate=1.0, name="unpruned")
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Methods differ in what they append (EViT: one fused token; BAT: several clusters; drop: none) and in
 how much their own operator costs (``MacCount.reduction``: distances, weighted sums), so equal keep
-rates are not equal compute. :func:`config_at_macs` finds, for a :class:`~tokenprune.measure.evaluation.PruneConfig`,
+rates are not equal compute. :func:`config_at_macs` finds, for a :class:`~tokenprune.core.config.PruneConfig`,
 the uniform keep rate whose analytic MACs (``flops.analytic_macs``, reduction included unless asked
 otherwise) come closest to a target, and falls back to more reduction locations when the target is
 out of reach at the reducer's lowest published keep rate (:data:`MIN_KEEP_RATE`: one ToMe matching
@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 
 from timm.models.vision_transformer import VisionTransformer
 
-from tokenprune.measure.evaluation import PruneConfig
+from tokenprune.core.config import PruneConfig
 from tokenprune.measure.macs import analytic_macs, bracket_keep_rate
 
 __all__ = ["MIN_KEEP_RATE", "Matched", "config_macs", "config_at_macs", "as_matched"]

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from tokenprune.measure import evaluation, metrics
-from tokenprune.measure.evaluation import PruneConfig
+from tokenprune.core.config import PruneConfig
 from tokenprune.training import base_models as tp_models
 from tokenprune.training import loop as tp_train
 

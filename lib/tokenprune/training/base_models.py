@@ -241,7 +241,7 @@ def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_
     of the run), weights stored in the base's dtype; ``trainable``: the parameter-name prefixes that train (None:
     all), and then the only ones the checkpoint stores.
     The base's recipe hash enters the arch, so a retrained base is a new fine-tune."""
-    from tokenprune.measure.evaluation import PruneConfig
+    from tokenprune.core.config import PruneConfig
     from tokenprune.training.finetune import finetune_recipe
 
     base = bases[base_name]

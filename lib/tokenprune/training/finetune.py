@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import torch.nn as nn
 
-from tokenprune.measure.evaluation import PruneConfig
+from tokenprune.core.config import PruneConfig
 from tokenprune.training.loop import TrainRecipe, TrainResult, train
 
 __all__ = ["prune_spec", "finetune_recipe", "finetune"]

@@ -50,7 +50,7 @@ from tokenprune.measure import evaluation, kept_tokens, metrics
 from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
-from tokenprune.measure.evaluation import PruneConfig
+from tokenprune.core.config import PruneConfig
 from tokenprune.measure.metrics import bootstrap_ci_or_nan
 from tokenprune.measure.reducer_timing import timed_benchmark
 from tokenprune.measure.trend import Trend, trend_contrast

@@ -50,7 +50,8 @@ from tokenprune.core.patch import patch, prune_state
 from tokenprune.data import datasets as data
 from tokenprune.data import pretrained, synthetic
 from tokenprune.measure import macs, metrics
-from tokenprune.measure.evaluation import DROPPED, KEPT, PruneConfig
+from tokenprune.measure.evaluation import DROPPED, KEPT
+from tokenprune.core.config import PruneConfig
 from tokenprune.measure import power
 from tokenprune.measure.metrics import bootstrap_ci_or_nan
 from tokenprune.measure.rank_statistics import rank_correlations

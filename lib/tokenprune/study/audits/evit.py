@@ -33,7 +33,8 @@ from tokenprune.measure import evaluation
 from tokenprune.measure import macs as flops
 from tokenprune.measure import metrics
 from tokenprune.measure import throughput as bench
-from tokenprune.measure.evaluation import PruneConfig, Predictions
+from tokenprune.measure.evaluation import Predictions
+from tokenprune.core.config import PruneConfig
 from tokenprune.measure.power import Design
 from tokenprune.methods import oracle  # registers the oracle_attention scorer
 from tokenprune.study import figures as viz

@@ -34,7 +34,8 @@ from tokenprune.measure import macs as flops
 from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure import throughput as bench
-from tokenprune.measure.evaluation import PruneConfig, Predictions, paired_comparison, patch_status, predict, prune_sweep
+from tokenprune.measure.evaluation import Predictions, paired_comparison, patch_status, predict, prune_sweep
+from tokenprune.core.config import PruneConfig
 from tokenprune.measure.power import Design
 from tokenprune.methods.overlap import conv_grid, overlap_info, overlap_patch_embed
 from tokenprune.methods.varmedad import fusion_weight_distance, fusion_weight_spread
