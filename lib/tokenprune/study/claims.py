@@ -206,20 +206,26 @@ def paper_number(path: Optional[Sequence[Any]], keys: Mapping[str, Any] = {}) ->
 def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str, Any] = {},
                our_value: Any = None, ci: Optional[Sequence[float]] = None, design: Optional[dict] = None,
                timed: bool = False, load: Optional[dict] = None, paper_value: Any = None,
-               why: str = "", details: Optional[dict] = None) -> Any:
+               why: str = "", details: Optional[dict] = None, premises: Mapping[str, Any] = {}) -> Any:
     """File the claim ``decl`` (ids and texts filled from ``keys``) on report ``rep`` with the verdict engine's
     ``decision``, after the declaration's premises gate it; return the filed claim.
 
     A premise that fails makes the claim ``inconclusive`` naming it; the rule's own verdict and reason are kept in
     ``details["rule alone"]``. ``why`` (context) is appended to the decision's reason: the result must stay one
     sentence of at most 200 characters (put longer detail in ``details``). ``paper_value`` defaults to the
-    declaration's paper number."""
+    declaration's paper number. ``premises`` gives, for this filing only, the value of declared premises that
+    depend on what was measured (e.g. the training runs a number comes from); the others are the report's."""
     from tokenprune.study.report import Claim
     from tokenprune.study.verdicts import Decision
 
     details = dict(details or {})
+    unknown = sorted(set(premises) - set(decl.premises))
+    if unknown:
+        raise ValueError(f"premises: {unknown} are not declared premises of {decl.id}")
     for name in decl.premises:
-        premise = rep.premise(name)
+        premise = premises[name] if name in premises else rep.premise(name)
+        if premise.name != name:
+            raise ValueError(f"premises: the premise given for {name!r} is named {premise.name!r} ({decl.id})")
         gated = premise.gate(decision)
         if not premise.holds:
             details["rule alone"] = {"verdict": OUTCOMES[decision.verdict], "why": decision.why}

@@ -21,7 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from tokenprune.study import verdicts
 from tokenprune.study.paper_numbers import EVIT
@@ -214,31 +214,36 @@ def trained_model(spec: RunSpec, cfg: Any, data_root: Optional[str], init_file: 
     return TrainedRun(spec, model, source, summary, str(out))
 
 
+FULL_SCHEDULE = "every training run trained its recipe's whole schedule"
+"""The premise of every claim decided on models trained here at paper scale (:func:`full_schedule_premise`)."""
+
+
 def full_schedule_premise(runs: Sequence[TrainedRun]) -> verdicts.Premise:
-    """'Every run trained its recipe's whole schedule': a run shortened by the tests' limits (batch, steps,
-    epochs) is not the paper's training, and a claim on it is ``inconclusive`` with this premise named."""
+    """:data:`FULL_SCHEDULE`: a run shortened by the tests' limits (batch, steps, epochs) is not the paper's training,
+    and a claim on it is ``inconclusive`` with this premise named. No runs (a model given, not trained here): holds."""
     short = [r for r in runs if not r.full_schedule]
-    return verdicts.Premise("every training run trained its recipe's whole schedule", not short,
+    if not runs:
+        return verdicts.Premise(FULL_SCHEDULE, True, "no run trained here: the model was given")
+    return verdicts.Premise(FULL_SCHEDULE, not short,
                             "; ".join(r.describe() for r in short) if short else
                             f"{len(runs)} run(s): " + "; ".join(r.describe() for r in runs))
 
 
-def file_top1_claim(rep: Any, claim_id: str, paper: str, statement: str, source: str, paper_top1: float,
-                    top1: float, low: float, high: float, why: str, runs: Sequence[TrainedRun] = ()) -> None:
-    """File a paper-scale top-1 claim (:func:`paper_scale_id` of ``claim_id``; percent): the rule of every top-1
-    figure (the 95 % interval ``[low, high]`` contains the paper's ``paper_top1``), gated on
-    :func:`full_schedule_premise` of the ``runs`` it was measured on (none: a model that was not trained here)."""
-    decision = verdicts.Magnitude(paper_top1, 0.0, unit="% top-1").decide(top1, low, high)
-    if runs:
-        decision = full_schedule_premise(runs).gate(decision)
-    rep.add_claim(id=paper_scale_id(claim_id), paper=paper, statement=statement, source=source,
-                  paper_value=paper_top1, our_value=round(top1, 2), ci=[round(low, 2), round(high, 2)],
-                  unit="% top-1", decision=decision, why=why)
+def file_top1_claim(rep: Any, decl: Any, top1: float, low: float, high: float, *, keys: Mapping[str, Any] = {},
+                    why: str = "", runs: Sequence[TrainedRun] = ()) -> Any:
+    """File the paper-scale top-1 claim ``decl`` (a :class:`tokenprune.study.claims.Declaration` whose rule decides
+    a 95 % interval ``[low, high]`` in percent, e.g. ``Magnitude(paper_top1, 0.0)``, and which declares
+    :data:`FULL_SCHEDULE`), its premise judged on the ``runs`` it was measured on."""
+    from tokenprune.study.claims import file_claim
+
+    return file_claim(rep, decl, decl.rule.decide(top1, low, high), keys=keys, our_value=round(top1, 2),
+                      ci=[round(low, 2), round(high, 2)], why=why,
+                      premises={FULL_SCHEDULE: full_schedule_premise(runs)})
 
 
 def paper_scale_id(claim_id: str) -> str:
-    """The id of a claim decided at paper scale on the paper's data and training (issue 15: ids of their own, as
-    the verdicts may differ from the proxy's): ``<paper>.paper_scale.<rest>``.
+    """The id of a claim decided at paper scale on the paper's data and training (ids of their own, as the verdicts
+    may differ from the proxy's): ``<paper>.paper_scale.<rest>``.
 
     >>> paper_scale_id("evit.top1.deit_s.keep0.7")
     'evit.paper_scale.top1.deit_s.keep0.7'
