@@ -29,7 +29,7 @@ from tokenprune.utils.io import InputError
 COMMANDS = {
     "pipeline": "tokenprune.study.pipeline",
     "batch": "tokenprune.study.batch",
-    "report": "tokenprune.study.report",
+    "report": "tokenprune.study.ledger",
     "bench": "tokenprune.measure.throughput",
     "models": "tokenprune.study.models_command",
     "prepare": "tokenprune.data.prepare",

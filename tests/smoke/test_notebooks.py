@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from tokenprune.study import pipeline
-from tokenprune.study.report import ledger_verdicts
+from tokenprune.study.ledger import ledger_verdicts
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -5,8 +5,18 @@ import numpy as np
 import pytest
 
 from tokenprune.measure import power
+from tokenprune.study import claims as CL
+from tokenprune.study import ledger as L
 from tokenprune.study import report as R
 from tokenprune.study import verdicts as V
+
+
+def _claim(cid: str, verdict: str, **over) -> CL.Claim:
+    fields = dict(id=cid, paper="evit", statement="s", quote='"q"', source="t", kind="paper claim", setting="proxy",
+                  section="§1", verdict=verdict, outcome=CL.OUTCOMES[verdict], why="" if verdict == "reproduced"
+                  else "because")
+    fields.update(over)
+    return CL.Claim(**fields)
 
 
 def test_mde_normal_formula_and_scaling():
@@ -98,43 +108,24 @@ def test_detectable_passes_decisive_verdicts_and_failed_premises():
 def test_claim_design_is_validated_and_shown_in_the_ledger(tmp_path):
     gate = V.Detectable(effect=0.3, design=_design(sd=20.0, n=1000, n_max=10000))
     with pytest.raises(ValueError, match="design"):
-        R.Claim(id="x", paper="evit", statement="s", source="t", verdict="reproduced", design={"mde": 1})
+        _claim("x", "reproduced", design={"mde": 1})
     rep = R.Report("01_evit", out_dir=tmp_path / "01_evit", profile="smoke")
-    rep.add_claim(id="a.b", paper="evit", statement="fusion beats drop", source="T2",
-                  decision=gate.gate(INCONCLUSIVE), design=gate.record())
-    rep.add_claim(id="a.c", paper="evit", statement="MACs", source="T1", verdict="reproduced")
+    d = gate.gate(INCONCLUSIVE)
+    rep.add_claim(_claim("a.b", d.verdict, why=d.why, test=d.rule, design=gate.record()))
+    rep.add_claim(_claim("a.c", "reproduced"))
     rep.write()
-    ledger = R.build_ledger(tmp_path)
+    ledger = L.build_ledger(tmp_path)
     assert "| MDE |" in ledger
     assert "1.77 (1000 images; 0.56 at 10000) vs 0.3" in ledger
     assert "Designs: 1 claims state their minimum detectable effect" in ledger
     assert "0 of the 1 with an effect in dispute detect it at this run's scale" in ledger
-    assert R.ledger_verdicts(tmp_path) == {("01_evit", "a.b"): "inconclusive", ("01_evit", "a.c"): "reproduced"}
-
-
-def test_gate_claims_turns_claims_on_a_failed_premise_inconclusive_and_keeps_the_rule_verdict(tmp_path):
-    rep = R.Report("01_evit", out_dir=tmp_path / "01_evit", profile="smoke")
-    rep.add_claim(id="a", paper="evit", statement="s", source="t", verdict="reproduced", test="direction")
-    rep.add_claim(id="b", paper="evit", statement="s", source="t", verdict="not reproduced", why="opposite", test="d")
-    rep.add_claim(id="c", paper="evit", statement="s", source="t", verdict="reproduced", test="macs")
-    bad = V.Premise("the model is good enough", False, "68.8 %")
-    rep.gate_claims(bad, ["a", "b"])
-    by = {c.id: c for c in rep.claims}
-    assert by["a"].verdict == by["b"].verdict == "inconclusive"
-    assert by["a"].why.startswith("premise failed: the model is good enough (68.8 %)")
-    assert "the rule alone: not reproduced (opposite)" in by["b"].why
-    assert by["c"].verdict == "reproduced" and by["a"].test.startswith("premise: the model is good enough")
-    rep.gate_claims(V.Premise("fine", True), ["c"])
-    assert rep.claims[2].verdict == "reproduced" and rep.claims[2].test.startswith("premise: fine")
-    with pytest.raises(ValueError, match="not filed"):
-        rep.gate_claims(bad, ["zzz"])
-
+    assert L.ledger_verdicts(tmp_path) == {("01_evit", "a.b"): "inconclusive", ("01_evit", "a.c"): "reproduced"}
 
 
 def test_rename_claims_keeps_order_and_refuses_unknown_or_repeated_ids(tmp_path):
     rep = R.Report("03_variance_medad", out_dir=tmp_path / "03", profile="paper")
     for cid in ("varmedad.a", "varmedad.b"):
-        rep.add_claim(id=cid, paper="varmedad", statement="s", source="t", verdict="reproduced")
+        rep.add_claim(_claim(cid, "reproduced", paper="varmedad"))
     rep.rename_claims({"varmedad.a": "varmedad.paper_scale.a"})
     assert [c.id for c in rep.claims] == ["varmedad.paper_scale.a", "varmedad.b"]
     assert rep.claims[0].verdict == "reproduced" and rep.claims[0].profile == "paper"
@@ -147,5 +138,6 @@ def test_bar_premise_reads_the_checkpoint_and_the_role_bar():
     from tokenprune.study import calibration as C
 
     p = C.bar_premise("small_vit_cfmnist_smoke")  # a smoke model is far below any bar
-    assert p.holds is False and "70 %" in p.name and "test images" in p.detail
-    assert "80 %" in C.bar_premise("small_vit_cfmnist_smoke", role="fine-grained").name
+    assert p.holds is False and p.name == C.PROXY_BAR and "small_vit_cfmnist_smoke" in p.detail
+    fine = C.bar_premise("small_vit_cfmnist_smoke", role="fine-grained")
+    assert fine.name == C.FINE_GRAINED_BAR and "bar 80 %" in fine.detail

@@ -1,4 +1,4 @@
-"""Tests of tokenprune.study.report: claims validation, atomic writes, results.json, the claims ledger."""
+"""Tests of tokenprune.study.report and .ledger: claim validation, atomic writes, results.json, the claims ledger."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from tokenprune.study import claims as C  # noqa: E402
+from tokenprune.study import ledger as L  # noqa: E402
 from tokenprune.study import report as R  # noqa: E402
 from tokenprune.utils import io as IO  # noqa: E402
 
@@ -36,12 +38,17 @@ def _claim(**over):
         our_value=3.02,
         ci=None,
         unit="GMACs",
-        profile="paper",
         verdict="reproduced",
         test="MAC count at 224 px, rounded to 0.1 as the paper does",
+        quote='"3.0 GMACs"',
+        kind="paper claim",
+        setting="analytic at paper scale",
+        section="§2",
     )
     fields.update(over)
-    return R.Claim(**fields)
+    fields.setdefault("outcome", {"reproduced": "holds", "not reproduced": "fails"}.get(fields["verdict"],
+                                                                                       fields["verdict"]))
+    return C.Claim(**fields)
 
 
 # ---------------------------------------------------------------- claims
@@ -52,7 +59,7 @@ def test_invalid_verdict_names_the_parameter_and_accepted_values():
         _claim(verdict="partially reproduced")
     msg = str(err.value)
     assert "verdict" in msg
-    for v in R.VERDICTS:
+    for v in C.verdicts_of("paper claim"):
         assert repr(v) in msg
 
 
@@ -125,10 +132,10 @@ def test_json_is_deterministic_and_handles_numpy_and_torch():
 
 def _report(out_dir: Path, name: str = "01_evit") -> R.Report:
     rep = R.Report(name, out_dir, params={"profile": "smoke", "seed": 7}, profile="smoke", title="EViT")
-    rep.add_claim(_claim())
-    rep.add_claim(id="evit.top1.deit_s.keep0.7", paper="evit", statement="top-1 drops by 0.3",
+    rep.add_claim(_claim(profile="paper"))
+    rep.add_claim(_claim(id="evit.top1.deit_s.keep0.7", paper="evit", statement="top-1 drops by 0.3",
                   source="Table 1", paper_value=-0.3, our_value=np.float64(-0.41), ci=[-0.9, 0.1],
-                  unit="pp", verdict="inconclusive", why="smoke profile: 64 images")
+                  unit="pp", verdict="inconclusive", why="smoke profile: 64 images"))
     rep.add_table("tokens", pd.DataFrame({"keep": [0.5, 0.7], "tokens": [50, 99]}))
     fig, ax = plt.subplots(figsize=(2, 2))
     ax.plot([0, 1], [1, 0])
@@ -189,23 +196,23 @@ def test_duplicate_claim_ids_and_bad_file_names_refused(tmp_path):
 def _two_notebooks(reports: Path) -> None:
     _report(reports / "01_evit").write()
     rep = R.Report("02_bat", reports / "02_bat", params={"seed": 0}, profile="default", title="BAT | beyond")
-    rep.add_claim(id="bat.params", paper="bat", statement="no extra parameters | no extra loss",
+    rep.add_claim(_claim(id="bat.params", paper="bat", statement="no extra parameters | no extra loss",
                   source="Sec. 3", paper_value="0", our_value=0, unit="parameters", verdict="reproduced",
-                  test="count of trainable parameters")
-    rep.add_claim(id="bat.top1.imagenet", paper="bat", statement="79.6 top-1 on ImageNet",
+                  test="count of trainable parameters"))
+    rep.add_claim(_claim(id="bat.top1.imagenet", paper="bat", statement="79.6 top-1 on ImageNet",
                   source="Table 2", paper_value=79.6, unit="%", profile="paper",
-                  verdict="not testable here", why="needs ImageNet and a GPU")
+                  verdict="not testable here", why="needs ImageNet and a GPU"))
     rep.write()
 
 
 def test_ledger_is_deterministic_and_lists_every_claim(tmp_path):
     reports = tmp_path / "reports"
     _two_notebooks(reports)
-    text = R.build_ledger(reports)
+    text = L.build_ledger(reports)
     # the same results written again later (new timestamps and wall times) give the same bytes
     other = tmp_path / "again" / "reports"
     _two_notebooks(other)
-    assert R.build_ledger(other) == text
+    assert L.build_ledger(other) == text
     assert "make reproduce" in text and "never edit" in text.lower()
     assert text.index("## 01_evit") < text.index("## 02_bat")
     for cid in ("evit.macs.deit_s.keep0.7", "evit.top1.deit_s.keep0.7", "bat.params", "bat.top1.imagenet"):
@@ -213,34 +220,34 @@ def test_ledger_is_deterministic_and_lists_every_claim(tmp_path):
     assert "-0.41 [-0.9, 0.1]" in text
     assert "| 3.0 | 3.02 | GMACs |" in text  # the paper's 3.0 is not shown as 3
     assert "no extra parameters \\| no extra loss" in text
-    assert "| [01_evit](01_evit/results.json) | smoke | 2 | 1 | 0 | 1 | 0 |" in text
-    assert "| **all** | | 4 | 2 | 0 | 1 | 1 |" in text
+    assert "| [01_evit](01_evit/results.json) | paper claim | 2 | 1 reproduced, 1 inconclusive |" in text
+    assert "| **all** | | 4 | 2 reproduced, 1 inconclusive, 1 not testable here |" in text
     assert "timestamp" not in text and "wall" not in text
-    path = R.write_ledger(reports)
+    path = L.write_ledger(reports)
     assert path == reports / "README.md" and path.read_text() == text
 
 
 def test_ledger_verdicts_from_folder_and_from_markdown_agree(tmp_path):
     reports = tmp_path / "reports"
     _two_notebooks(reports)
-    ledger = R.write_ledger(reports)
-    from_json = R.ledger_verdicts(reports)
+    ledger = L.write_ledger(reports)
+    from_json = L.ledger_verdicts(reports)
     assert from_json == {
         ("01_evit", "evit.macs.deit_s.keep0.7"): "reproduced",
         ("01_evit", "evit.top1.deit_s.keep0.7"): "inconclusive",
         ("02_bat", "bat.params"): "reproduced",
         ("02_bat", "bat.top1.imagenet"): "not testable here",
     }
-    assert R.ledger_verdicts(ledger) == from_json
+    assert L.ledger_verdicts(ledger) == from_json
 
 
 def test_compare_verdicts_finds_a_flipped_verdict(tmp_path):
     reports = tmp_path / "reports"
     _two_notebooks(reports)
     saved = tmp_path / "committed_README.md"
-    shutil.copy(R.write_ledger(reports), saved)
-    old = R.ledger_verdicts(saved)
-    assert R.compare_verdicts(old, R.ledger_verdicts(reports)) == []
+    shutil.copy(L.write_ledger(reports), saved)
+    old = L.ledger_verdicts(saved)
+    assert L.compare_verdicts(old, L.ledger_verdicts(reports)) == []
 
     # regenerate 01_evit with one verdict flipped and one claim removed
     path = reports / "01_evit" / "results.json"
@@ -249,14 +256,14 @@ def test_compare_verdicts_finds_a_flipped_verdict(tmp_path):
     data["claims"][0]["why"] = "3.4 GMACs measured"
     del data["claims"][1]
     path.write_text(json.dumps(data))
-    diffs = R.compare_verdicts(old, R.ledger_verdicts(reports))
+    diffs = L.compare_verdicts(old, L.ledger_verdicts(reports))
     assert [(d.notebook, d.claim_id, d.old, d.new, d.kind) for d in diffs] == [
         ("01_evit", "evit.macs.deit_s.keep0.7", "reproduced", "not reproduced", "changed"),
         ("01_evit", "evit.top1.deit_s.keep0.7", "inconclusive", None, "removed"),
     ]
     # the command line check fails on the difference and regenerates the ledger
-    assert R.main([str(reports), "--check-against", str(saved)]) == 1
-    assert R.main([str(reports), "--check-against", str(reports), "--no-write"]) == 0
+    assert L.main([str(reports), "--check-against", str(saved)]) == 1
+    assert L.main([str(reports), "--check-against", str(reports), "--no-write"]) == 0
     assert "not reproduced" in (reports / "README.md").read_text()
 
 
@@ -265,53 +272,53 @@ _IDLE = {"load_before": 0.1, "load_after": 0.1, "other_cores": 0.0, "cores": 2, 
 
 
 def test_timed_claim_records_its_load_and_the_ledger_flags_load(tmp_path):
-    """Issue 12, finding 10: a timed claim carries the conditions it was timed under; under load the ledger says so."""
+    """A timed claim carries the conditions it was timed under; under load the ledger says so."""
     fields = dict(paper="evit", statement="1.5x throughput", source="Table 2", paper_value=1.5, our_value=1.4,
                   unit="x", verdict="reproduced", timed=True)
     with pytest.raises(ValueError, match="timed claim needs load"):
-        R.Claim(id="a", **fields)
+        _claim(id="a", **fields)
     with pytest.raises(ValueError, match="timed claims only"):
-        R.Claim(id="a", **{**fields, "timed": False}, load=_IDLE)
+        _claim(id="a", **{**fields, "timed": False}, load=_IDLE)
     reports = tmp_path / "reports"
     rep = R.Report("01_evit", reports / "01_evit", params={}, profile="default")
-    rep.add_claim(id="idle", **fields, load=_IDLE)
+    rep.add_claim(_claim(id="idle", **fields, load=_IDLE))
     loaded = {**_IDLE, "other_cores": 1.1, "under_load": True,
               "warnings": ["machine under load: other processes kept 1.10 of 2 cores busy while timing"]}
-    rep.add_claim(id="busy", **fields, load=loaded)
+    rep.add_claim(_claim(id="busy", **fields, load=loaded))
     rep.write()
-    ledger = R.build_ledger(reports)
+    ledger = L.build_ledger(reports)
     busy = next(line for line in ledger.splitlines() if "`busy`" in line)
     idle = next(line for line in ledger.splitlines() if "`idle`" in line)
-    assert R.UNDER_LOAD_MARK in busy and "1.10 of 2 cores" in busy and R.UNDER_LOAD_MARK not in idle
+    assert L.UNDER_LOAD_MARK in busy and "1.10 of 2 cores" in busy and L.UNDER_LOAD_MARK not in idle
     again = json.loads((reports / "01_evit" / "results.json").read_text())["claims"]
-    assert R.Claim.from_dict(again[1]).load["other_cores"] == 1.1
+    assert C.Claim.from_dict(again[1]).load["other_cores"] == 1.1
 
 
 def test_timed_verdict_change_is_listed_but_does_not_fail_the_check(tmp_path, capsys):
     reports = tmp_path / "reports"
     rep = R.Report("01_evit", reports / "01_evit", params={}, profile="default")
-    rep.add_claim(id="evit.speedup", paper="evit", statement="1.5x throughput", source="Table 2",
-                  paper_value=1.5, our_value=1.4, unit="x", verdict="reproduced", timed=True, load=_IDLE)
-    rep.add_claim(id="evit.macs", paper="evit", statement="3.0 GMACs", source="Table 2",
-                  paper_value=3.0, our_value=3.0, unit="GMACs", verdict="reproduced")
+    rep.add_claim(_claim(id="evit.speedup", paper="evit", statement="1.5x throughput", source="Table 2",
+                  paper_value=1.5, our_value=1.4, unit="x", verdict="reproduced", timed=True, load=_IDLE))
+    rep.add_claim(_claim(id="evit.macs", paper="evit", statement="3.0 GMACs", source="Table 2",
+                  paper_value=3.0, our_value=3.0, unit="GMACs", verdict="reproduced"))
     rep.write()
     saved = tmp_path / "committed_README.md"
-    shutil.copy(R.write_ledger(reports), saved)
+    shutil.copy(L.write_ledger(reports), saved)
     assert "| default (timed) | reproduced |" in saved.read_text()
-    assert R.timed_claims(saved) == R.timed_claims(reports) == {("01_evit", "evit.speedup")}
+    assert L.timed_claims(saved) == L.timed_claims(reports) == {("01_evit", "evit.speedup")}
 
     path = reports / "01_evit" / "results.json"
     data = json.loads(path.read_text())
     data["claims"][0].update(verdict="inconclusive", why="interval straddles 0.85")
     path.write_text(json.dumps(data))
-    assert R.main([str(reports), "--check-against", str(saved), "--no-write"]) == 0
+    assert L.main([str(reports), "--check-against", str(saved), "--no-write"]) == 0
     assert "timed on this machine; listed, not failed" in capsys.readouterr().out
     # the same change on an untimed claim fails
     data["claims"][1].update(verdict="not reproduced", why="3.4 GMACs")
     path.write_text(json.dumps(data))
-    assert R.main([str(reports), "--check-against", str(saved), "--no-write"]) == 1
+    assert L.main([str(reports), "--check-against", str(saved), "--no-write"]) == 1
     with pytest.raises(ValueError, match="timed must be True or False"):
-        R.Claim(id="x", paper="evit", statement="s", source="s", verdict="reproduced", timed="yes")
+        _claim(id="x", timed="yes")
 
 
 def test_ledger_rejects_invalid_results(tmp_path):
@@ -322,4 +329,4 @@ def test_ledger_rejects_invalid_results(tmp_path):
     data["claims"][0]["verdict"] = "sort of"
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="02_bat.*verdict"):
-        R.build_ledger(reports)
+        L.build_ledger(reports)

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from tokenprune.study import verdicts as V
-from tokenprune.study.report import VERDICTS, Report
+from tokenprune.study.claims import OUTCOMES
 
 R, N, I = "reproduced", "not reproduced", "inconclusive"
 
@@ -103,16 +103,7 @@ def test_every_verdict_is_reachable():
     """Across the rule kinds, every verdict of the ledger can be returned."""
     seen = {V.Direction(">").decide(1, 0.5, 1.5).verdict, V.Direction(">").decide(-1, -1.5, -0.5).verdict,
             V.Direction(">").decide(0, -1, 1).verdict, V.not_testable("x").verdict}
-    assert seen == set(VERDICTS)
-
-
-def test_report_files_a_decision(tmp_path):
-    rep = Report("t", out_dir=tmp_path)
-    d = V.Direction(">").decide(-1.0, -1.5, -0.5)
-    c = rep.add_claim(id="x.y", paper="other", statement="A beats B", source="test", decision=d, why="proxy scale")
-    assert c.verdict == N and c.test == d.rule and c.why.endswith("; proxy scale")
-    with pytest.raises(TypeError, match="either decision or verdict"):
-        rep.add_claim(id="x.z", paper="other", statement="s", source="t", decision=d, verdict=R)
+    assert seen == set(OUTCOMES)
 
 
 def test_criteria_returns_each_verdict():

@@ -13,11 +13,18 @@ those outcomes in its own words (:data:`VOCABULARY`), and a declaration says whi
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 import string
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from tokenprune.utils.io import to_jsonable
+
 __all__ = [
+    "PAPERS",
+    "MAX_WHY",
+    "Claim",
     "KINDS",
     "SETTINGS",
     "VOCABULARY",
@@ -31,6 +38,12 @@ __all__ = [
     "file_claim",
     "paper_number",
 ]
+
+PAPERS: tuple[str, ...] = ("evit", "bat", "varmedad", "decouple", "other")
+"""Paper ids (see DESIGN.md); ``other`` is for checks of our own, e.g. library invariants."""
+
+MAX_WHY = 200
+"""A claim's why is one sentence of at most this many characters."""
 
 KINDS: tuple[str, ...] = ("paper claim", "reviewer objection", "consistency check", "transcription",
                           "our hypothesis")
@@ -154,6 +167,146 @@ class Declaration:
         return value.format(**keys) if isinstance(value, str) and _fields(value) else value
 
 
+
+
+def _scalar(value: Any, name: str) -> float | int | str | None:
+    """A claim value as float, int, str or None (numpy/torch scalars unwrapped, NaN -> None)."""
+    v = to_jsonable(value)
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be a number, a string or None, not a bool")
+    if isinstance(v, (int, float)):
+        return v
+    raise ValueError(f"{name} must be a number, a string or None, got {type(value).__name__}")
+
+
+def _interval(value: Any) -> list[float] | None:
+    """``[low, high]`` from None, a pair, or an object with ``low``/``high`` (metrics.Interval)."""
+    if value is None:
+        return None
+    if hasattr(value, "low") and hasattr(value, "high"):
+        value = [value.low, value.high]
+    v = to_jsonable(value)
+    if not isinstance(v, list) or len(v) != 2:
+        raise ValueError(f"ci must be None or [low, high], got {value!r}")
+    if any(x is None for x in v):
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        raise ValueError(f"ci bounds must be numbers, got {value!r}")
+    low, high = float(v[0]), float(v[1])
+    if low > high:
+        raise ValueError(f"ci low {low} is above high {high}")
+    return [low, high]
+
+
+@dataclass(kw_only=True)
+class Claim:
+    """One audited claim of a paper, with our measurement and a verdict.
+
+    ``verdict`` is exactly one of :data:`VERDICTS`; ``why`` is required (non-empty) for every
+    verdict but ``reproduced``. ``test`` says how the verdict was decided (e.g. "MAC count at
+    224 px, rounded to 0.1 as the paper does"); ``profile`` says at which profile our value was
+    measured (efficiency claims are measured at the paper's scale in every profile).
+    ``timed`` marks a verdict decided by wall-clock measurements on the machine that ran the
+    notebook (throughput, time shares): such a verdict may legitimately differ on other hardware,
+    so :func:`main`'s check lists its changes without failing on them. A timed claim must carry
+    ``load``, the conditions its figures were timed under
+    (:func:`tokenprune.measure.throughput.load_record`: load averages, other processes' cores, round
+    spread, warnings); one timed under load says so in the ledger (:data:`UNDER_LOAD_MARK` before its why).
+    ``design`` is the record of a comparison's design (:meth:`tokenprune.measure.power.Design.record`, or
+    :meth:`tokenprune.study.verdicts.Detectable.record`): its units, minimum detectable effect at 80 % power, the
+    MDE at the largest scale this machine allows and the effect in dispute; the ledger's MDE column shows it.
+    """
+
+    id: str
+    paper: str
+    statement: str
+    quote: str
+    source: str
+    kind: str
+    setting: str
+    section: str
+    verdict: str
+    outcome: str
+    family: str | None = None
+    headline: bool = False
+    premises: list[str] | None = None
+    effect: float | None = None
+    would_decide: str | None = None
+    details: dict | None = None
+    paper_value: float | str | None = None
+    our_value: float | str | None = None
+    ci: list[float] | None = None
+    unit: str = ""
+    profile: str = ""
+    why: str = ""
+    test: str = ""
+    timed: bool = False
+    load: dict | None = None
+    design: dict | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id or re.search(r"[\s|`]", self.id):
+            raise ValueError(f"id must be a non-empty string without spaces, '|' or '`', got {self.id!r}")
+        if self.paper not in PAPERS:
+            raise ValueError(f"paper must be one of {', '.join(map(repr, PAPERS))}; got {self.paper!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id}: kind must be one of {', '.join(map(repr, KINDS))}; got {self.kind!r}")
+        if self.setting not in SETTINGS:
+            raise ValueError(f"claim {self.id}: setting must be one of {', '.join(map(repr, SETTINGS))}; "
+                             f"got {self.setting!r}")
+        if self.verdict not in verdicts_of(self.kind):
+            raise ValueError(f"claim {self.id}: verdict of a {self.kind!r} must be exactly one of "
+                             f"{', '.join(map(repr, verdicts_of(self.kind)))}; got {self.verdict!r}")
+        if self.outcome not in OUTCOMES.values():
+            raise ValueError(f"claim {self.id}: outcome must be one of {sorted(OUTCOMES.values())}; "
+                             f"got {self.outcome!r}")
+        if len(self.why) > MAX_WHY:
+            raise ValueError(f"claim {self.id}: why must be one sentence of at most {MAX_WHY} characters "
+                             f"(detail goes into details); got {len(self.why)}: {self.why!r}")
+        if self.details is not None:
+            self.details = to_jsonable(dict(self.details))
+        for name in ("statement", "quote", "source", "section", "unit", "profile", "why", "test"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, got {type(getattr(self, name)).__name__}")
+        if not isinstance(self.timed, bool):
+            raise ValueError(f"claim {self.id}: timed must be True or False, got {self.timed!r}")
+        if self.timed and not (isinstance(self.load, dict) and "under_load" in self.load):
+            raise ValueError(f"claim {self.id}: a timed claim needs load, the conditions it was timed under "
+                             f"(tokenprune.measure.throughput.load_record(results)), got {self.load!r}")
+        if self.design is not None:
+            if not (isinstance(self.design, Mapping) and {"mde", "mde_at_max", "n", "unit"} <= set(self.design)):
+                raise ValueError(f"claim {self.id}: design must be a design record "
+                                 "(tokenprune.measure.power.Design.record(effect), or Detectable.record()), "
+                                 f"got {self.design!r}")
+            self.design = to_jsonable(dict(self.design))
+        if not self.timed and self.load is not None:
+            raise ValueError(f"claim {self.id}: load is recorded for timed claims only")
+        if self.load is not None:
+            self.load = to_jsonable(dict(self.load))
+        if not self.statement.strip():
+            raise ValueError(f"claim {self.id}: statement must not be empty")
+        if self.outcome != "holds" and not self.why.strip():
+            raise ValueError(f"claim {self.id}: why is required when the verdict is {self.verdict!r}")
+        self.paper_value = _scalar(self.paper_value, "paper_value")
+        self.our_value = _scalar(self.our_value, "our_value")
+        self.ci = _interval(self.ci)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The claim as a plain dict (what results.json stores)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Claim":
+        """Rebuild (and re-validate) a claim from :meth:`to_dict` output; unknown keys are refused."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown claim fields: {', '.join(unknown)}")
+        return cls(**dict(data))
+
+
 class DeclarationTable(Mapping[str, Declaration]):
     """A paper's declarations by id (ids unique, all of one paper)."""
 
@@ -215,9 +368,6 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     sentence of at most 200 characters (put longer detail in ``details``). ``paper_value`` defaults to the
     declaration's paper number. ``premises`` gives, for this filing only, the value of declared premises that
     depend on what was measured (e.g. the training runs a number comes from); the others are the report's."""
-    from tokenprune.study.report import Claim
-    from tokenprune.study.verdicts import Decision
-
     details = dict(details or {})
     unknown = sorted(set(premises) - set(decl.premises))
     if unknown:

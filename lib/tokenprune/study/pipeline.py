@@ -28,7 +28,8 @@ from typing import Optional, Sequence
 import yaml
 
 from tokenprune.study.params import check_overrides, check_profile
-from tokenprune.study.report import reports_dir_for, write_ledger
+from tokenprune.study.ledger import write_ledger
+from tokenprune.study.report import reports_dir_for
 from tokenprune.utils.environment import REPO_ROOT
 from tokenprune.utils.io import InputError, input_checks
 
