@@ -20,8 +20,8 @@ before any candidate was measured, and before any claim's verdict on it was look
 
 The proxy is the first candidate of :data:`CANDIDATES` (in the order written here, cheapest first) of its role
 that meets every criterion; a role with no such candidate has none, and its claims say so. All measurements are
-on the first 4,000 images of the candidate's test split at ``default`` (all of a smaller one; the recipe's own data, :func:`eval_data`;
-the full splits would add several minutes to ``make reproduce``), paired across configurations.
+on the first 4,000 images of the candidate's test split at ``default`` (all of a smaller one; the recipe's own data,
+:func:`eval_data`; the full splits would add several minutes to ``make reproduce``), paired across configurations.
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from tokenprune.study import verdicts
 
 __all__ = ["PARAMETERS", "PROFILES", "CANDIDATES", "BARS", "FINETUNED", "CRITERIA", "measure_candidate",
-           "finetune_seeds", "share_of_cost", "measure_recovery", "cost_figure", "CHOSEN", "PROXY", "proxy_premise", "gate_on_proxy", "judge", "choose", "start", "bar_premise", "gate_on_bar"]
+           "finetune_seeds", "share_of_cost", "measure_recovery", "cost_figure", "CHOSEN", "PROXY", "judge", "choose",
+           "start", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR", "proxy_premise", "bar_premise", "proxy_premises"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap and random selection",
@@ -49,7 +50,8 @@ PARAMETERS = {
     "eval_batch": "images per forward pass",
     "keep_rates": "keep rates of the off-the-shelf EViT sweep (0.7 and 0.5 are the criteria's)",
     "finetuned": "candidate -> name of its cached fine-tunes with pruning at keep 0.7 (C4); seeds -s<k> appended",
-    "finetune_seeds": "seeds of the cached fine-tunes used (of each candidate those it has: base_models.FINETUNED_BASES)",
+    "finetune_seeds": ("seeds of the cached fine-tunes used (of each candidate those it has: "
+                       "base_models.FINETUNED_BASES)"),
     "dtype": "precision of the evaluations: fp32 | bf16 (autocast: faster on a CPU with bf16 units, several times "
              "slower on one without)",
 }
@@ -232,7 +234,8 @@ def cost_figure(rows: list[dict], keep_rates: Any) -> Any:
         c = np.array([row[f"cost@{k:g}"] for k in ks])
         lo = c - np.array([row[f"cost@{k:g}_low"] for k in ks])
         hi = np.array([row[f"cost@{k:g}_high"] for k in ks]) - c
-        line = ax.errorbar(ks, c, yerr=[lo, hi], marker="o", capsize=3, label=f"{row['candidate']} ({row['tokens']} tokens)")
+        line = ax.errorbar(ks, c, yerr=[lo, hi], marker="o", capsize=3,
+                           label=f"{row['candidate']} ({row['tokens']} tokens)")
         if "ft_gain@0.7" in row:
             left = row["cost@0.7"] - row["ft_gain@0.7"]
             ax.plot([0.7], [left], marker="*", markersize=12, color=line[0].get_color(), linestyle="none",

@@ -410,7 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(prog="python -m tokenprune report", description=main.__doc__)
     parser.add_argument("reports_dir", nargs="?", default="reports")
-    parser.add_argument("--check-against", metavar="OLD", help="saved ledger (.md) or reports folder to compare verdicts with")
+    parser.add_argument("--check-against", metavar="OLD",
+                        help="saved ledger (.md) or reports folder to compare verdicts with")
     parser.add_argument("--compare-results", metavar="OLD_DIR",
                         help="reports folder to compare every claim's numbers and outcome with, by id")
     parser.add_argument("--changed-only", action="store_true", help="ignore added and removed claims in the check")
@@ -441,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"verdict differs (timed on this machine; listed, not failed): {d}")
         else:
             print(f"verdict differs: {d}")
-    print(f"{len(failing)} verdict difference(s)" + (f", {len(diffs) - len(failing)} timed" if len(diffs) > len(failing) else ""))
+    timed_note = f", {len(diffs) - len(failing)} timed" if len(diffs) > len(failing) else ""
+    print(f"{len(failing)} verdict difference(s){timed_note}")
     return 1 if failing or rc else 0
 
 

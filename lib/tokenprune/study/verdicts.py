@@ -1,7 +1,8 @@
 """The verdict engine: each rule kind is one class that returns the verdict, the reason and its own text.
 
 A claim is decided by a rule declared before its data exist. ``rule.decide(...)`` returns a
-:class:`Decision`: the verdict (one of :data:`tokenprune.study.report.VERDICTS`), why (empty only when
+:class:`Decision`: the verdict (one of the engine's four, named in each kind's words by
+:mod:`tokenprune.study.claims`), why (empty only when
 reproduced) and the rule's text, all from the same code, so the ledger's "test" column and the verdict
 cannot drift apart. ``Report.add_claim(..., decision=...)`` files it.
 
@@ -34,6 +35,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from tokenprune.study.conditions import AllOf, AnyOf, Above, Below, Beyond, Flag, Inside, fmt_interval
+
 __all__ = [
     "Decision",
     "not_testable",
@@ -59,7 +62,8 @@ __all__ = [
     "fmt_interval",
 ]
 
-REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTABLE = "reproduced", "not reproduced", "inconclusive", "not testable here"
+REPRODUCED, NOT_REPRODUCED = "reproduced", "not reproduced"
+INCONCLUSIVE, NOT_TESTABLE = "inconclusive", "not testable here"
 
 
 @dataclass(frozen=True)
@@ -86,12 +90,6 @@ class Decision:
 def not_testable(why: str, rule: str = "") -> Decision:
     """``not testable here``, with what is missing."""
     return Decision(NOT_TESTABLE, why, rule or "not run at this profile")
-
-
-def fmt_interval(estimate: float, low: float, high: float, nd: int = 2, signed: bool = True) -> str:
-    """``+1.23 [+0.50, +1.90]`` (``signed=False``: ``1.23 [0.50, 1.90]``)."""
-    s = "+" if signed else ""
-    return f"{estimate:{s}.{nd}f} [{low:{s}.{nd}f}, {high:{s}.{nd}f}]"
 
 
 def _finite(*values: Optional[float]) -> bool:
@@ -239,7 +237,8 @@ class Equivalence:
 
     @property
     def text(self) -> str:
-        return (f"equivalence (TOST, alpha {self.alpha:g}): reproduced when the {100 - 200 * self.alpha:.0f} % interval "
+        return (f"equivalence (TOST, alpha {self.alpha:g}): reproduced when the "
+                f"{100 - 200 * self.alpha:.0f} % interval "
                 f"lies inside +-{self.margin:g} {self.unit}; not reproduced when the 95 % interval lies beyond it; "
                 "else inconclusive")
 
@@ -324,11 +323,13 @@ class Detectable:
             return Decision(decision.verdict, decision.why, rule)
         if d.mde_at_max > self.factor * self.effect:
             return Decision(NOT_TESTABLE, f"{decision.why}; the MDE at {d.max_scale} is {d.mde_at_max:.2f}, more "
-                                          f"than {self.factor:g} x the effect in dispute ({self.effect:g}): deciding it "
+                                          f"than {self.factor:g} x the effect in dispute ({self.effect:g}): "
+                                          f"deciding it "
                                           f"needs about {d.n_needed(self.effect)} {d.unit} (this run: {d.n}, MDE "
                                           f"{d.mde:.2f})", rule)
         if d.mde > self.effect:
-            return Decision(INCONCLUSIVE, f"{decision.why}; underpowered: MDE {d.mde:.2f} with this run's {d.n} {d.unit} "
+            return Decision(INCONCLUSIVE, f"{decision.why}; underpowered: MDE {d.mde:.2f} with this run's "
+                                          f"{d.n} {d.unit} "
                                           f"is above the effect in dispute ({self.effect:g}); {d.mde_at_max:.2f} at "
                                           f"{d.max_scale}", rule)
         return Decision(INCONCLUSIVE, decision.why, rule)
@@ -342,115 +343,6 @@ def first_failed(premises: Sequence[Premise]) -> Optional[Premise]:
 # ----------------------------------------------------------------------------------------------
 # Criteria: a composite claim decided by stated conditions on several intervals and flags
 # ----------------------------------------------------------------------------------------------
-
-def _triple(v: object) -> tuple[float, float, float]:
-    """``(estimate, low, high)`` of an interval-like value (``Interval``, ``PairedDiff``, a 3-sequence)."""
-    if hasattr(v, "low") and hasattr(v, "high"):
-        return float(getattr(v, "estimate", getattr(v, "mean_diff", math.nan))), float(v.low), float(v.high)
-    e, lo, hi = v  # type: ignore[misc]
-    return float(e), float(lo), float(hi)
-
-
-@dataclass(frozen=True)
-class Above:
-    """The ``level`` % interval of the quantity ``name`` lies above ``threshold`` (its low end > threshold)."""
-
-    name: str
-    threshold: float = 0.0
-    level: int = 95
-
-    @property
-    def text(self) -> str:
-        return f"the {self.level} % interval of {self.name} lies above {self.threshold:g}"
-
-    def holds(self, values: dict) -> bool:
-        return _triple(values[self.name])[1] > self.threshold
-
-    def show(self, values: dict) -> str:
-        return f"{self.name} {fmt_interval(*_triple(values[self.name]))}"
-
-
-@dataclass(frozen=True)
-class Below(Above):
-    """The ``level`` % interval of ``name`` lies below ``threshold`` (its high end < threshold)."""
-
-    @property
-    def text(self) -> str:
-        return f"the {self.level} % interval of {self.name} lies below {self.threshold:g}"
-
-    def holds(self, values: dict) -> bool:
-        return _triple(values[self.name])[2] < self.threshold
-
-
-@dataclass(frozen=True)
-class Inside(Above):
-    """The ``level`` % interval of ``name`` lies strictly inside ``(-threshold, +threshold)``."""
-
-    @property
-    def text(self) -> str:
-        return f"the {self.level} % interval of {self.name} lies inside +-{self.threshold:g}"
-
-    def holds(self, values: dict) -> bool:
-        _, lo, hi = _triple(values[self.name])
-        return -self.threshold < lo and hi < self.threshold
-
-
-@dataclass(frozen=True)
-class Beyond(Above):
-    """The ``level`` % interval of ``name`` lies entirely beyond ``+-threshold`` (low > t or high < -t)."""
-
-    @property
-    def text(self) -> str:
-        return f"the {self.level} % interval of {self.name} lies entirely beyond +-{self.threshold:g}"
-
-    def holds(self, values: dict) -> bool:
-        _, lo, hi = _triple(values[self.name])
-        return lo > self.threshold or hi < -self.threshold
-
-
-@dataclass(frozen=True)
-class Flag:
-    """A yes/no result computed elsewhere (a test's decision, a count): ``values[name]`` is a bool; ``text``
-    says what it means."""
-
-    name: str
-    text: str
-
-    def holds(self, values: dict) -> bool:
-        return bool(values[self.name])
-
-    def show(self, values: dict) -> str:
-        return f"{self.name}: {values[self.name]}"
-
-
-@dataclass(frozen=True)
-class AllOf:
-    """Every condition holds."""
-
-    conditions: tuple
-
-    @property
-    def text(self) -> str:
-        return "(" + " and ".join(c.text for c in self.conditions) + ")"
-
-    def holds(self, values: dict) -> bool:
-        return all(c.holds(values) for c in self.conditions)
-
-    def show(self, values: dict) -> str:
-        return "; ".join(c.show(values) for c in self.conditions)
-
-
-@dataclass(frozen=True)
-class AnyOf(AllOf):
-    """At least one condition holds."""
-
-    @property
-    def text(self) -> str:
-        return "(" + " or ".join(c.text for c in self.conditions) + ")"
-
-    def holds(self, values: dict) -> bool:
-        return any(c.holds(values) for c in self.conditions)
-
 
 @dataclass(frozen=True)
 class Criteria:
