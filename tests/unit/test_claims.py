@@ -91,8 +91,9 @@ def test_premises_are_declared_and_gate_the_decision():
         C.file_claim(rep, decl, V.Decision("reproduced", "", "rule"), keys={"keep": 0.9},
                      premises={"other": V.Premise("other", True)})
     table = rep.claims_table("§3")
-    assert list(table["claim"]) == ["evit.top1.keep0.7", "evit.top1.keep0.5"]
-    assert list(table["verdict"]) == ["inconclusive", "reproduced"] and rep.claims_table("§9").empty
+    assert list(table.frame["claim"]) == ["evit.top1.keep0.7", "evit.top1.keep0.5"]
+    assert list(table.frame["verdict"]) == ["inconclusive", "reproduced"] and len(rep.claims_table("§9")) == 0
+    assert 'id="claim-evit.top1.keep0.7"' in table._repr_html_()
 
 
 def test_paper_number_path_and_declaration_table():

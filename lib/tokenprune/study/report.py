@@ -12,19 +12,20 @@ UTC timestamp. The claims ledger built from these files is :mod:`tokenprune.stud
 from __future__ import annotations
 
 import dataclasses
+import html
 import io
 import os
 import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from tokenprune.study.claims import ALL_VERDICTS, Claim
 from tokenprune.utils.environment import REPO_ROOT, provenance
 from tokenprune.utils.io import atomic_write_bytes, atomic_write_text, dumps_json
 
-__all__ = ["VERDICTS", "RESULTS_FILE", "Report", "reports_dir_for", "show_inline"]
+__all__ = ["VERDICTS", "RESULTS_FILE", "Report", "ClaimsTable", "reports_dir_for", "show_inline"]
 
 VERDICTS: tuple[str, ...] = ALL_VERDICTS
 """The accepted verdicts (each kind's own words, then the undecided ones), in the order the ledger counts them."""
@@ -40,6 +41,37 @@ def reports_dir_for(profile: str) -> Path:
     profile writes to the git-ignored ``runs/<profile>/``, so a smoke or paper run never overwrites the
     committed default reports (pass a folder explicitly to write elsewhere)."""
     return REPO_ROOT / "reports" if profile == "default" else REPO_ROOT / "runs" / profile
+
+
+class ClaimsTable:
+    """The claims one notebook section decides, as a notebook shows them: an HTML table whose rows are anchors
+    ``claim-<id>``; ``frame`` is the same as a DataFrame."""
+
+    COLUMNS = ("claim", "kind", "setting", "verdict")
+
+    def __init__(self, section: str, claims: Sequence[Claim]) -> None:
+        self.section = section
+        self.rows = [(c.id, c.kind, c.setting, c.verdict) for c in claims]
+
+    @property
+    def frame(self) -> Any:
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=list(self.COLUMNS))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        return f"claims decided in {self.section}:\n" + "\n".join("  ".join(r) for r in self.rows)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{c}</th>" for c in self.COLUMNS)
+        body = "".join(
+            f'<tr id="claim-{html.escape(r[0])}">' + "".join(f"<td>{html.escape(v)}</td>" for v in r) + "</tr>"
+            for r in self.rows)
+        caption = f"<caption>Claims decided in {html.escape(self.section)}</caption>"
+        return f'<table class="claims">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _file_stem(name: str, ext: str) -> str:
@@ -131,14 +163,10 @@ class Report:
             raise ValueError(f"premise: {name!r} is not registered in report {self.name!r} "
                              f"(registered: {sorted(self._premises)})") from None
 
-    def claims_table(self, section: str) -> Any:
-        """The claims filed so far that ``section`` decides: id, kind, setting, verdict (a DataFrame, shown under
-        the section in its notebook)."""
-        import pandas as pd
-
-        rows = [{"claim": c.id, "kind": c.kind, "setting": c.setting, "verdict": c.verdict}
-                for c in self._claims if c.section == section]
-        return pd.DataFrame(rows, columns=["claim", "kind", "setting", "verdict"])
+    def claims_table(self, section: str) -> "ClaimsTable":
+        """The claims filed so far that ``section`` decides (id, kind, setting, verdict), shown under the section in
+        its notebook; in HTML each row is the claim's anchor (``#claim-<id>``), where the study page links to."""
+        return ClaimsTable(section, [c for c in self._claims if c.section == section])
 
     def rename_claims(self, ids: Mapping[str, str]) -> None:
         """Give the filed claims of ``ids`` (old id -> new id) their new ids, in place (e.g. a paper-scale id once
