@@ -31,7 +31,7 @@ COMMANDS = {
     "batch": "tokenprune.study.batch",
     "report": "tokenprune.study.ledger",
     "bench": "tokenprune.measure.throughput",
-    "models": "tokenprune.study.models_command",
+    "models": "tokenprune.training.models_command",
     "prepare": "tokenprune.data.prepare",
     "train": "tokenprune.training.loop",
     "paper-train": "tokenprune.study.paper_runs",

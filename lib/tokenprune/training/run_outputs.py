@@ -8,9 +8,8 @@ the sidecar (recipe, seed, SHA-256 of the .npz, weights SHA-256, accuracy, time,
 old one, exactly as for checkpoints (:mod:`tokenprune.training.base_models`). They live beside the checkpoints of
 their profile (``data/checkpoints`` for ``default``, committed; ``data/checkpoints/<profile>`` otherwise).
 
-Who builds them: the notebooks' audit modules (e.g. :func:`tokenprune.study.audits.varmedad.build_cached_finetunes`),
-which ``python -m tokenprune models`` (``make models``; :mod:`tokenprune.study.models_command`) calls after the base
-models.
+Who builds them: :mod:`tokenprune.training.cached_finetunes` (the runs declared as data there), which ``python -m
+tokenprune models`` (``make models``; :mod:`tokenprune.training.models_command`) calls after the base models.
 """
 from __future__ import annotations
 

@@ -1,17 +1,16 @@
 """``python -m tokenprune models`` (``make models``): the base models and cached fine-tunes of
-:mod:`tokenprune.training.base_models`, then the notebooks' fine-tuning runs cached as their outputs
+:mod:`tokenprune.training.base_models`, then the fine-tuning runs cached as their outputs
 (:mod:`tokenprune.training.run_outputs`), which start from those models: :data:`OUTPUT_BUILDERS`."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from tokenprune.study.audits import varmedad
-from tokenprune.training import base_models
+from tokenprune.training import base_models, cached_finetunes
 
 __all__ = ["OUTPUT_BUILDERS", "main"]
 
 #: the producers of cached run outputs, each called with the profile, ``progress`` and ``force``
-OUTPUT_BUILDERS: tuple[Callable[..., list], ...] = (varmedad.build_cached_finetunes,)
+OUTPUT_BUILDERS: tuple[Callable[..., list], ...] = (cached_finetunes.build_cached,)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
