@@ -394,7 +394,8 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
         quote=decl.text("quote", keys), source=decl.text("where", keys), kind=decl.kind, setting=decl.setting,
         section=decl.section, family=decl.family, headline=decl.headline, premises=list(decl.premises),
         effect=decl.effect, would_decide=decl.text("would_decide", keys), verdict=verdict, outcome=outcome,
-        paper_value=paper_value, our_value=our_value, ci=list(ci) if ci is not None else None, unit=decl.unit,
+        paper_value=paper_value, our_value=our_value, ci=list(ci) if ci is not None else None,
+        unit=decl.text("unit", keys),
         why=reason, test=decision.rule, timed=timed, load=load, design=design, details=details or None,
     )
     return rep.add_claim(claim)

@@ -231,3 +231,24 @@ EVIT_TEXT = {
     # performance steadily improves with training epochs" (Sec. 4.2; Table 4's accuracies are not in the text)
     "longer_training_epochs": (450, 600),
 }
+
+# ----------------------------------------------------------------------------------------------
+# What pruning costs DeiT-class models off the shelf (no training) at about 3 GMACs: the anchors a proxy's regime is
+# read against (notebook 00 and each notebook's limitations)
+# ----------------------------------------------------------------------------------------------
+
+__all__ += ["DEIT_CLASS_OFF_THE_SHELF"]
+
+DEIT_CLASS_OFF_THE_SHELF = {
+    # ToMe README: ViT-S/16 (AugReg) at r = 13 without training, 81.41 -> 79.30 (2.1 points)
+    "tome_vit_s16_r13_pp": 2.1,
+    # facebookresearch/ToMe issue thread, the maintainer's answer: DeiT-S at r = 13 without training about 78.8
+    # against 79.8 (1.0 point)
+    "tome_deit_s_r13_pp": 1.0,
+    # DiffRate README: DeiT-S at 2.9 GFLOPs without fine-tuning 79.54 against 79.8 (0.26 point)
+    "diffrate_deit_s_2_9_gflops_pp": 0.26,
+    # the range the three give
+    "low": 0.26,
+    "high": 2.1,
+    "source": "ToMe's README and its maintainer's answer on DeiT-S, DiffRate's README",
+}

@@ -5,10 +5,12 @@ Parameters given with ``-p NAME VALUE`` are checked against every selected noteb
 is written (a refusal is an :class:`~tokenprune.utils.io.InputError`). For each ``notebooks/NN_name.ipynb``:
 execute it into a staging folder (``reports/.staging-NN_name``) with ``profile``, ``overrides`` (the
 ``-p`` values) and ``report_dir`` injected, export the executed notebook to HTML, check that it
-wrote ``results.json``, then swap the staging folder in for ``reports/NN_name``. A notebook that
+wrote ``results.json``, add its findings (:func:`tokenprune.study.publish.publish`), then swap the staging folder in
+for ``reports/NN_name``. A notebook that
 fails leaves the previous report untouched; the runner says which notebook and which cell failed
 and exits non-zero. Finally ``reports/README.md`` (the claims ledger) is rebuilt from every
-``results.json``.
+``results.json``, with the study page ``reports/index.html`` (:mod:`tokenprune.study.site`) and, for the committed
+reports, the README's findings section.
 
 Usage::
 
@@ -29,9 +31,11 @@ import yaml
 
 from tokenprune.study.params import check_overrides, check_profile
 from tokenprune.study.ledger import write_ledger
+from tokenprune.study.publish import MARKERS, publish, readme_findings, replace_between_markers
+from tokenprune.study.site import write_site
 from tokenprune.study.report import reports_dir_for
 from tokenprune.utils.environment import REPO_ROOT
-from tokenprune.utils.io import InputError, input_checks
+from tokenprune.utils.io import InputError, atomic_write_text, input_checks
 
 __all__ = ["KERNEL_NAME", "NotebookRun", "ensure_kernel", "discover", "parse_parameters", "output_folder",
            "run_notebook", "main"]
@@ -102,16 +106,19 @@ def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional
     staging = reports_dir / f".staging-{name}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    params = {"profile": profile, "report_dir": str(staging.resolve()), "overrides": dict(parameters or {})}
+    # the notebook runs in its staging folder and writes its report there (``report_dir = "."``), so that the
+    # executed notebook records no machine path
+    params = {"profile": profile, "report_dir": ".", "overrides": dict(parameters or {})}
     t0 = time.perf_counter()
     executed = staging / f"{name}.ipynb"
     try:
-        pm.execute_notebook(str(nb), str(executed), parameters=params, kernel_name=kernel, cwd=str(nb.parent),
+        pm.execute_notebook(str(nb), str(executed), parameters=params, kernel_name=kernel, cwd=str(staging),
                             progress_bar={"desc": f"[tokenprune] {name}", "file": sys.stdout, "ascii": True,
                                           "mininterval": 5.0, "unit": "cell"},
                             request_save_on_cell_execute=False)
         if not (staging / "results.json").exists():
             raise RuntimeError(f"the notebook did not write {staging / 'results.json'}")
+        publish(executed, staging, reports_dir, nb)
         body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
         (staging / f"{name}.html").write_text(body, encoding="utf-8")
     except Exception as err:  # noqa: BLE001 - report any failure, keep the previous report
@@ -194,6 +201,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               flush=True)
     ledger = write_ledger(reports)
     print(f"[tokenprune] ledger: {ledger}")
+    print(f"[tokenprune] study page: {write_site(reports)}")
+    if reports.resolve() == (REPO_ROOT / "reports").resolve():
+        readme = REPO_ROOT / "README.md"
+        text = readme.read_text(encoding="utf-8")
+        if MARKERS[0] in text:
+            atomic_write_text(readme, replace_between_markers(text, readme_findings(reports)))
+            print(f"[tokenprune] README findings: {readme}")
     failed = [r for r in runs if not r.ok]
     if failed:
         print("[tokenprune] failed notebooks (previous reports kept):", file=sys.stderr)

@@ -1,0 +1,176 @@
+"""What a notebook's run found, in a reader's words, generated from its results.json alone.
+
+:func:`findings` sorts a run's claims into what of the paper holds, what fails, what stays undecided and what is not
+testable here (with what would decide it), each with the setting that decided it and the claims behind it; checks
+(consistency checks and transcriptions) are counted apart, never as evidence. :func:`findings_markdown` writes them
+for the top of the executed notebook and for the study page; :func:`limitations` says where the proxy stands against
+DeiT-class models, from notebook 00's calibration table; :func:`compute_used` says what the run took.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+__all__ = ["Finding", "Findings", "findings", "findings_markdown", "limitations", "compute_used", "summary_line",
+           "FOR_THE_PAPER", "AGAINST_THE_PAPER"]
+
+#: the verdicts that count for the paper, by kind (a rejected objection leaves the paper standing)
+FOR_THE_PAPER = {"paper claim": "reproduced", "our hypothesis": "supported", "reviewer objection": "rejected"}
+#: the verdicts that count against the paper, by kind
+AGAINST_THE_PAPER = {"paper claim": "not reproduced", "our hypothesis": "not supported", "reviewer objection": "upheld"}
+CHECKS = ("consistency check", "transcription")
+MAX_LISTED = 8
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One claim as a finding: its id, statement, kind, setting, verdict, reason, and what would decide it."""
+
+    id: str
+    statement: str
+    kind: str
+    setting: str
+    verdict: str
+    why: str
+    would_decide: Optional[str]
+    headline: bool
+
+    @classmethod
+    def of(cls, claim: Mapping[str, Any]) -> "Finding":
+        return cls(claim["id"], claim["statement"], claim["kind"], claim["setting"], claim["verdict"],
+                   claim.get("why", ""), claim.get("would_decide"), bool(claim.get("headline")))
+
+
+@dataclass
+class Findings:
+    """A run's claims sorted for a reader (each list keeps the notebook's order, headline claims first)."""
+
+    notebook: str
+    title: str
+    holds: list[Finding] = field(default_factory=list)
+    fails: list[Finding] = field(default_factory=list)
+    undecided: list[Finding] = field(default_factory=list)
+    untestable: list[Finding] = field(default_factory=list)
+    checks: list[Finding] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(len(x) for x in (self.holds, self.fails, self.undecided, self.untestable, self.checks))
+
+
+def findings(results: Mapping[str, Any]) -> Findings:
+    """Sort the claims of one results.json (a dict as written by :meth:`tokenprune.study.report.Report.write`)."""
+    out = Findings(str(results.get("name", "")), str(results.get("title") or results.get("name", "")))
+    for claim in results.get("claims", []):
+        f = Finding.of(claim)
+        if f.kind in CHECKS:
+            out.checks.append(f)
+        elif f.verdict == FOR_THE_PAPER[f.kind]:
+            out.holds.append(f)
+        elif f.verdict == AGAINST_THE_PAPER[f.kind]:
+            out.fails.append(f)
+        elif f.verdict == "inconclusive":
+            out.undecided.append(f)
+        else:
+            out.untestable.append(f)
+    for group in (out.holds, out.fails, out.undecided, out.untestable):
+        group.sort(key=lambda f: not f.headline)
+    return out
+
+
+def summary_line(found: Findings) -> str:
+    """``12 hold, 3 fail, 4 undecided, 9 not testable here; 6 checks (5 consistent)``."""
+    consistent = sum(f.verdict == "consistent" for f in found.checks)
+    return (f"{len(found.holds)} hold, {len(found.fails)} fail, {len(found.undecided)} undecided, "
+            f"{len(found.untestable)} not testable here; {len(found.checks)} checks ({consistent} consistent)")
+
+
+def _item(f: Finding, link: Optional[str], with_why: bool) -> str:
+    ident = f"[`{f.id}`]({link}#claim-{f.id})" if link is not None else f"`{f.id}`"
+    mark = "**headline** " if f.headline else ""
+    text = f"- {mark}{f.statement.rstrip('.')} ({f.setting}; {ident})"
+    if with_why and f.why:
+        text += f": {f.why.rstrip('.')}"
+    if f.verdict == "not testable here" and f.would_decide:
+        text += f". Would decide it: {f.would_decide.rstrip('.')}"
+    return text + "."
+
+
+def _section(title: str, items: Sequence[Finding], link: Optional[str], with_why: bool) -> list[str]:
+    if not items:
+        return []
+    lines = [f"**{title}** ({len(items)})", ""]
+    shown = [f for f in items if f.headline] or list(items[:MAX_LISTED])
+    shown = shown if len(shown) <= MAX_LISTED else shown[:MAX_LISTED]
+    lines += [_item(f, link, with_why) for f in shown]
+    rest = [f for f in items if f not in shown]
+    if rest:
+        lines += ["", f"<details><summary>{len(rest)} more</summary>", ""]
+        lines += [_item(f, link, with_why) for f in rest]
+        lines += ["", "</details>"]
+    return lines + [""]
+
+
+def findings_markdown(found: Findings, link: Optional[str] = None, limits: str = "", compute: str = "") -> str:
+    """The findings as markdown: a count line, then what holds, what fails, what stays undecided (with why), what
+    is not testable here (with what would decide it) and the checks; then ``limits`` and ``compute``. ``link``: the
+    executed notebook's HTML, whose claim anchors (``#claim-<id>``) each item links to."""
+    lines = ["## Findings", "",
+             f"_Generated from this run's results ({summary_line(found)}). Each item names the setting that decided "
+             "it: from the sources, analytic at paper scale, timed on this machine, proxy, or paper-scale run._", ""]
+    lines += _section("What of the paper holds", found.holds, link, False)
+    lines += _section("What fails", found.fails, link, True)
+    lines += _section("Undecided here", found.undecided, link, True)
+    lines += _section("Not testable here", found.untestable, link, False)
+    lines += _section("Checks (consistency and transcription; not evidence)", found.checks, link, True)
+    if limits:
+        lines += ["**Limitations.** " + limits, ""]
+    if compute:
+        lines += ["**Compute.** " + compute, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _number(row: Mapping[str, str], key: str) -> Optional[float]:
+    try:
+        return float(row[key])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def limitations(calibration_dir: Optional[Path], proxy: Optional[str]) -> str:
+    """Where the proxy stands: its patch tokens and what EViT (fusion) costs it off the shelf at keep 0.7 and 0.5,
+    read from notebook 00's ``calibration.csv``, beside DeiT-S's 196 tokens and DeiT-class models' off-the-shelf cost
+    (:data:`tokenprune.study.paper_numbers.DEIT_CLASS_OFF_THE_SHELF`). Empty when there is no proxy or no table."""
+    from tokenprune.study.paper_numbers import DEIT_CLASS_OFF_THE_SHELF as anchors
+
+    if not proxy or calibration_dir is None or not (calibration_dir / "calibration.csv").exists():
+        return ""
+    with open(calibration_dir / "calibration.csv", newline="", encoding="utf-8") as fh:
+        rows = {r["candidate"]: r for r in csv.DictReader(fh)}
+    row = rows.get(proxy) or rows.get(proxy.removesuffix("_smoke"))
+    if row is None:
+        return ""
+    c7, c5 = _number(row, "cost@0.7"), _number(row, "cost@0.5")
+    cost = ", ".join(f"{c:.1f} points at keep {k}" for k, c in (("0.7", c7), ("0.5", c5)) if c is not None)
+    return (f"Accuracy claims decided on the proxy describe `{proxy}` ({row.get('tokens')} patch tokens, base top-1 "
+            f"{_number(row, 'top1') or float('nan'):.1f} %), where EViT with fusion costs {cost} off the shelf; "
+            f"DeiT-S has 196 tokens and DeiT-class models lose about {anchors['low']:g}-{anchors['high']:g} points "
+            f"off the shelf at about 3 GMACs ({anchors['source']}). Where the proxy's cost is far larger, a verdict "
+            "on it says how pruning behaves on the proxy, not at the papers' scale.")
+
+
+def compute_used(results: Mapping[str, Any]) -> str:
+    """``1,234 s on 2 cores of an Intel(R) Xeon(R) Processor (torch 2.x, fp32 profile)``: the run's wall time and
+    hardware from its provenance."""
+    prov = results.get("provenance", {})
+    hw = prov.get("hardware", {})
+    wall = prov.get("wall_time_s")
+    versions = prov.get("versions", {})
+    when = f"{wall:,.0f} s of wall time" if isinstance(wall, (int, float)) else "an unrecorded time"
+    where = f"{hw.get('cpus_available', hw.get('cpu_count', '?'))} CPU cores ({hw.get('cpu_model', 'unknown CPU')})"
+    gpus = hw.get("gpus")
+    if gpus:
+        where += f" and {gpus}"
+    return f"This run took {when} on {where}, torch {versions.get('torch', '?')}, profile `{results.get('profile')}`."

@@ -1,0 +1,141 @@
+"""The browsable study: one static page, ``reports/index.html``, built from the results files.
+
+The page works offline and fetches nothing: its styles, script, data and figures are inside it (figures as ``data:``
+URIs). It shows each paper's findings (:mod:`tokenprune.study.findings`) with its forest plot
+(:mod:`tokenprune.study.forest`), then every claim in one table that filters by paper, kind, setting and verdict;
+each claim links to its anchor (``#claim-<id>``) in the executed notebook's HTML, where it is decided.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+__all__ = ["SITE_FILE", "FILTERS", "build_site", "write_site"]
+
+SITE_FILE = "index.html"
+#: the claim fields the table filters by
+FILTERS = ("paper", "kind", "setting", "verdict")
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em}
+table{border-collapse:collapse;width:100%;font-size:.85em}th,td{border:1px solid #ddd;padding:.3em;
+vertical-align:top;text-align:left}th{background:#f3f3f3}tr.hidden{display:none}
+.filters label{margin-right:1em}.paper{margin-bottom:2em}img{max-width:100%}
+.v-for{color:#1b7837}.v-against{color:#b2182b}.v-undecided{color:#555}.v-check{color:#2166ac}
+"""
+
+_SCRIPT = """
+function applyFilters(){
+  var sel={};document.querySelectorAll('select[data-filter]').forEach(function(s){sel[s.dataset.filter]=s.value;});
+  var shown=0;document.querySelectorAll('#claims tbody tr').forEach(function(tr){
+    var ok=Object.keys(sel).every(function(k){return !sel[k]||tr.dataset[k]===sel[k];});
+    tr.classList.toggle('hidden',!ok);if(ok){shown++;}});
+  document.getElementById('shown').textContent=shown;}
+document.addEventListener('DOMContentLoaded',function(){
+  document.querySelectorAll('select[data-filter]').forEach(function(s){s.addEventListener('change',applyFilters);});
+  applyFilters();});
+"""
+
+
+def _markdown(text: str) -> str:
+    import mistune
+
+    return mistune.html(text)
+
+
+def _png_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _ours(c: Mapping[str, Any]) -> str:
+    v = c.get("our_value")
+    if v is None:
+        return ""
+    text = f"{v:.4g}" if isinstance(v, float) else str(v)
+    ci = c.get("ci")
+    return text + (f" [{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+
+
+def _side_class(c: Mapping[str, Any]) -> str:
+    from tokenprune.study.forest import side_of
+
+    return {"for the paper": "v-for", "against the paper": "v-against", "check": "v-check"}.get(side_of(c),
+                                                                                               "v-undecided")
+
+
+def _claim_row(nb: Mapping[str, Any], c: Mapping[str, Any]) -> str:
+    data = "".join(f' data-{f}="{html.escape(str(c.get(f, "")))}"' for f in FILTERS)
+    link = f"{nb['_dir']}/{nb['_dir']}.html#claim-{c['id']}"
+    paper = c.get("paper_value")
+    cells = [f'<a href="{html.escape(link)}">{html.escape(c["id"])}</a>', html.escape(c["statement"]),
+             html.escape(c["kind"]), html.escape(c["setting"]),
+             "" if paper is None else html.escape(str(paper)), html.escape(_ours(c)), html.escape(c.get("unit", "")),
+             f'<span class="{_side_class(c)}">{html.escape(c["verdict"])}</span>', html.escape(c.get("why", ""))]
+    return f"<tr{data}>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>"
+
+
+def _select(field: str, values: Sequence[str]) -> str:
+    options = "".join(f'<option value="{html.escape(v)}">{html.escape(v)}</option>' for v in values)
+    return (f'<label>{field} <select data-filter="{field}" id="filter-{field}"><option value="">all</option>'
+            f"{options}</select></label>")
+
+
+def build_site(reports_dir: str | Path = "reports") -> str:
+    """The page's HTML from every ``<reports_dir>/*/results.json`` (with each folder's ``findings.md`` and
+    ``findings_forest.png`` where the pipeline wrote them)."""
+    from tokenprune.study.findings import findings, summary_line
+    from tokenprune.study.ledger import load_results
+
+    root = Path(reports_dir)
+    results = load_results(root)
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
+             'style-src \'unsafe-inline\'; script-src \'unsafe-inline\'">',
+             "<title>tokenprune: what the study found</title>", f"<style>{_STYLE}</style>",
+             f"<script>{_SCRIPT}</script></head><body>",
+             "<h1>Token pruning in Vision Transformers: what the study found</h1>",
+             "<p>Generated from the notebooks' results by <code>make reproduce</code>; every number and verdict "
+             "comes from the results files. Each claim links to where its notebook decides it.</p>"]
+    for nb in results:
+        if not nb["claims"]:
+            continue
+        folder = root / nb["_dir"]
+        report = f"{nb['_dir']}/{nb['_dir']}.html"
+        parts.append(f'<section class="paper" id="paper-{html.escape(nb["_dir"])}">')
+        parts.append(f'<h2>{html.escape(str(nb.get("title") or nb["name"]))}</h2>')
+        parts.append(f'<p><a href="{html.escape(report)}">the executed notebook</a>: '
+                     f"{html.escape(summary_line(findings(nb)))}</p>")
+        md = folder / "findings.md"
+        if md.exists():
+            body = md.read_text(encoding="utf-8").replace("](#claim-", f"]({report}#claim-")
+            parts.append(_markdown(body.split("\n", 1)[1] if body.startswith("## Findings") else body))
+        png = folder / "findings_forest.png"
+        if png.exists():
+            parts.append(f'<img alt="forest plot of {html.escape(nb["_dir"])}" src="{_png_uri(png)}">')
+        parts.append("</section>")
+    claims = [(nb, c) for nb in results for c in nb["claims"]]
+    parts.append("<h2>Every claim</h2><div class=\"filters\">")
+    for field in FILTERS:
+        parts.append(_select(field, sorted({str(c.get(field, "")) for _, c in claims})))
+    parts.append('</div><p><span id="shown">0</span> of ' + str(len(claims)) + " claims shown.</p>")
+    head = "".join(f"<th>{h}</th>" for h in ("claim", "statement", "kind", "setting", "paper", "ours [CI]", "unit",
+                                                 "verdict", "why"))
+    parts.append(f'<table id="claims"><thead><tr>{head}</tr></thead><tbody>')
+    parts += [_claim_row(nb, c) for nb, c in claims]
+    parts.append("</tbody></table>")
+    parts.append('<script type="application/json" id="claims-data">'
+                 + json.dumps([{"notebook": nb["_dir"], **{f: c.get(f) for f in ("id", *FILTERS)}}
+                               for nb, c in claims]).replace("</", "<\\/") + "</script>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_site(reports_dir: str | Path = "reports") -> Path:
+    """Build the page and write it atomically to ``<reports_dir>/index.html``."""
+    from tokenprune.utils.io import atomic_write_text
+
+    return atomic_write_text(Path(reports_dir) / SITE_FILE, build_site(reports_dir))

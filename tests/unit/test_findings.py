@@ -1,0 +1,95 @@
+"""Findings, the forest plot, the README section and the notebook's findings cell, generated from results alone."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tokenprune.study import findings as F
+from tokenprune.study import forest, publish
+
+
+def _claim(cid, kind, verdict, setting="proxy", **over):
+    c = {"id": cid, "statement": f"statement {cid}", "kind": kind, "setting": setting, "verdict": verdict,
+         "why": "" if verdict in ("reproduced", "consistent") else "because 1.2 < 3", "would_decide": None,
+         "headline": False, "our_value": 1.0, "ci": [0.5, 1.5], "paper_value": 1.2, "unit": "points (a - b)"}
+    c.update(over)
+    return c
+
+
+RESULTS = {"name": "01_evit", "title": "EViT", "profile": "default", "params": {"proxy_model": "vit_x"},
+           "provenance": {"wall_time_s": 12.5, "hardware": {"cpus_available": 2, "cpu_model": "CPU"},
+                          "versions": {"torch": "2"}},
+           "claims": [_claim("a", "paper claim", "reproduced", headline=True),
+                      _claim("b", "paper claim", "not reproduced"),
+                      _claim("c", "reviewer objection", "upheld"),
+                      _claim("d", "reviewer objection", "rejected"),
+                      _claim("e", "consistency check", "consistent", setting="analytic at paper scale"),
+                      _claim("f", "our hypothesis", "inconclusive"),
+                      _claim("g", "paper claim", "not testable here", our_value=None,
+                             would_decide="DeiT-S trained on ImageNet"),
+                      _claim("h", "paper claim", "reproduced", timed=True, setting="timed on this machine",
+                             headline=True)]}
+
+
+def test_findings_sort_claims_by_side_and_keep_checks_apart():
+    found = F.findings(RESULTS)
+    assert [f.id for f in found.holds] == ["a", "h", "d"]   # headline claims first, then the notebook's order
+    assert [f.id for f in found.fails] == ["b", "c"]
+    assert [f.id for f in found.undecided] == ["f"] and [f.id for f in found.untestable] == ["g"]
+    assert [f.id for f in found.checks] == ["e"] and found.total == 8
+    text = F.findings_markdown(found, link="", compute=F.compute_used(RESULTS))
+    assert "(#claim-a)" in text and "DeiT-S trained on ImageNet" in text and "12 s" in text
+
+
+def test_forest_groups_by_unit_and_colours_by_side():
+    panels = forest.plotted_claims(RESULTS)
+    assert list(panels) == ["points"] and [r["id"] for r in panels["points"]] == ["a", "b", "c", "d", "e", "f", "h"]
+    sides = {r["id"]: r["side"] for r in panels["points"]}
+    assert sides["a"] == sides["d"] == "for the paper" and sides["c"] == "against the paper"
+    assert sides["e"] == "check" and sides["f"] == "undecided"
+    assert forest.forest_png(RESULTS)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert forest.forest_png({"claims": []}) is None
+
+
+def _reports(root: Path, results: dict) -> Path:
+    (root / "01_evit").mkdir(parents=True)
+    from tokenprune.study import claims as C
+
+    fields = {f for f in C.Claim.__dataclass_fields__}
+    claims = [{**{k: v for k, v in c.items() if k in fields}, "paper": "evit", "quote": '"q"', "source": "T1",
+               "section": "§1", "outcome": "fails" if c["verdict"] in ("not reproduced", "upheld") else
+               ("holds" if c["verdict"] in ("reproduced", "rejected", "consistent") else c["verdict"]),
+               "load": {"under_load": False} if c.get("timed") else None} for c in results["claims"]]
+    (root / "01_evit" / "results.json").write_text(json.dumps({**results, "claims": claims}))
+    return root
+
+
+def test_readme_findings_give_no_timed_verdict_and_markers_are_required(tmp_path):
+    root = _reports(tmp_path / "reports", RESULTS)
+    body = publish.readme_findings(root)
+    assert "reports/01_evit/01_evit.html" in body and "1 timed on this machine" in body
+    assert "timed here" in body   # the timed headline claim's verdict is not stated
+    text = f"intro\n{publish.MARKERS[0]}\nold\n{publish.MARKERS[1]}\noutro\n"
+    new = publish.replace_between_markers(text, body)
+    assert new.startswith("intro\n") and new.endswith("outro\n") and "old" not in new and body in new
+    with pytest.raises(ValueError, match="markers"):
+        publish.replace_between_markers("no markers here", body)
+
+
+def test_publish_opens_the_notebook_with_its_findings_and_records_no_machine_path(tmp_path):
+    root = _reports(tmp_path / "reports", RESULTS)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# 01 · EViT"), nbformat.v4.new_code_cell("x = 1")]
+    nb.metadata["papermill"] = {"input_path": str(tmp_path / "notebooks" / "01_evit.ipynb"),
+                                "output_path": str(root / ".staging-01_evit" / "01_evit.ipynb")}
+    executed = root / "01_evit" / "01_evit.ipynb"
+    nbformat.write(nb, executed)
+    text = publish.publish(executed, root / "01_evit", root, Path("notebooks/01_evit.ipynb"))
+    out = nbformat.read(executed, as_version=4)
+    assert out.cells[1].metadata["tags"] == ["findings"] and out.cells[1].source.startswith(text)
+    assert publish.FOREST_FILE in out.cells[1].source and (root / "01_evit" / publish.FOREST_FILE).exists()
+    assert (root / "01_evit" / publish.FINDINGS_FILE).read_text() == text
+    assert str(tmp_path) not in json.dumps(out.metadata["papermill"])
