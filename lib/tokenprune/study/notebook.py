@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import pandas as pd
 
 from tokenprune.measure.metrics import Interval
 
-__all__ = ["Stopwatch", "ci_columns"]
+__all__ = ["Stopwatch", "ci_columns", "show_whole_tables", "settings_table"]
 
 
 class Stopwatch:
@@ -48,3 +48,21 @@ def ci_columns(interval: Optional[Interval], prefix: str, scale: float = 1.0) ->
         return {prefix: nan, f"{prefix}_low": nan, f"{prefix}_high": nan}
     return {prefix: interval.estimate * scale, f"{prefix}_low": interval.low * scale,
             f"{prefix}_high": interval.high * scale}
+
+
+def show_whole_tables() -> None:
+    """Let a notebook show every row and column of its tables (pandas cuts them to ``...`` by default, and an
+    executed report must not hide rows)."""
+    for option in ("display.max_rows", "display.max_columns", "display.width", "display.max_colwidth"):
+        pd.set_option(option, None)
+
+
+def settings_table(notebook: str, profile: str, cfg: Any) -> pd.DataFrame:
+    """What this run's settings change from ``notebook``'s ``profile`` (name, the profile's value, this run's), one
+    row per changed setting; an empty table means the profile ran as declared."""
+    from tokenprune.study import params
+
+    declared = vars(params.setup(notebook, profile))
+    rows = [{"setting": k, "profile": declared.get(k), "this run": v} for k, v in vars(cfg).items()
+            if k not in declared or declared[k] != v]
+    return pd.DataFrame(rows, columns=["setting", "profile", "this run"])
