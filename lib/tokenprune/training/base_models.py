@@ -48,9 +48,11 @@ import torch.nn as nn
 
 from tokenprune.utils.environment import PROFILES
 from tokenprune.utils.io import CheckpointError, InputError
+from tokenprune.core.config import PruneConfig
 from tokenprune.core.precision import DTYPES
+from tokenprune.training.finetune import finetune_recipe, finetune_trainable
 from tokenprune.training.loop import (Preprocess, TrainRecipe, as_tensors, barrier, evaluate, is_main_process,
-                    setup_distributed, train)
+                                      setup_distributed, train)
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -221,14 +223,11 @@ SMOKE_FINETUNE_SEEDS = (0, 1, 2)
 #: one pass over this many training images (a different random subset per seed), at this peak learning rate: the
 #: size that fits 20 runs into about 15 minutes here; notebook 00 (C4) checks that it moves the model
 FINETUNE_IMAGES, FINETUNE_LR = 8192, 3e-4
-#: the candidates with cached fine-tunes: name prefix -> (base model, what trains (None: everything), images per run,
-#: seeds). ViT-S/14 fine-tunes its last block, final norm and head (all after the last pruning location, block 10) on
-#: full forward passes through the frozen, pruned backbone, and stores only those parts (3.6 MB in bf16, not 44 MB),
-#: so that five seeds of every condition fit the issue's 150 MB (measured at keep 0.7 with fusion, one seed, 8,192
-#: images: the last block alone reached 86.0 % test top-1, the last two 86.8 %, at twice the size).
+#: the candidates with cached fine-tunes: name prefix -> (base model, what trains (None: everything;
+#: :data:`tokenprune.training.finetune.FINETUNE_TRAINABLE`), images per run, seeds)
 FINETUNED_BASES: dict[str, tuple[str, Optional[list], int, tuple[int, ...]]] = {
-    "cfmnist": ("small_vit_cfmnist", None, FINETUNE_IMAGES, FINETUNE_SEEDS),
-    "s14": ("vit_s14_fmnist_ft", ["blocks.11.", "norm.", "fc_norm.", "head."], 16384, (0, 1, 2, 3, 4)),
+    "cfmnist": ("small_vit_cfmnist", finetune_trainable("small_vit_cfmnist"), FINETUNE_IMAGES, FINETUNE_SEEDS),
+    "s14": ("vit_s14_fmnist_ft", finetune_trainable("vit_s14_fmnist_ft"), 16384, (0, 1, 2, 3, 4)),
 }
 
 
@@ -241,9 +240,6 @@ def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_
     of the run), weights stored in the base's dtype; ``trainable``: the parameter-name prefixes that train (None:
     all), and then the only ones the checkpoint stores.
     The base's recipe hash enters the arch, so a retrained base is a new fine-tune."""
-    from tokenprune.core.config import PruneConfig
-    from tokenprune.training.finetune import finetune_recipe
-
     base = bases[base_name]
     out = {}
     for cond, (keep, reducer, warm) in FINETUNE_CONDITIONS.items():
@@ -273,15 +269,6 @@ def finetuned_base(base_name: str) -> tuple[str, Optional[list], int, tuple[int,
 def finetune_prefix(base_name: str) -> str:
     """The name prefix of the cached fine-tunes of ``base_name`` (:func:`finetuned_base`)."""
     return finetuned_base(base_name)[0]
-
-
-def finetune_trainable(base_name: str) -> Optional[list]:
-    """What a fine-tune of the base model ``base_name`` trains (:func:`finetuned_base`; None: everything, also for a
-    base without cached fine-tunes), so that a notebook's own fine-tunes of a base train what its cached ones do."""
-    try:
-        return finetuned_base(base_name)[1]
-    except ValueError:
-        return None
 
 
 def all_finetune_recipes(bases: dict[str, TrainRecipe]) -> dict[str, TrainRecipe]:
@@ -887,7 +874,7 @@ def _summary_line(info: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The options of ``python -m tokenprune models`` (:mod:`tokenprune.study.models_command` adds the cached run
+    """The options of ``python -m tokenprune models`` (:mod:`tokenprune.training.models_command` adds the cached run
     outputs of the notebooks after these models)."""
     ap = argparse.ArgumentParser(prog="python -m tokenprune models", description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="default", choices=PROFILES)
