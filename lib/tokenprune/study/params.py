@@ -23,7 +23,7 @@ AUDITS: dict[str, str] = {
     "01_evit": "tokenprune.study.audits.evit",
     "02_diversity_merging": "tokenprune.study.audits.bat",
     "03_variance_medad": "tokenprune.study.audits.varmedad",
-    "04_decoupling": "tokenprune.study.audits.decoupling",
+    "04_decoupling": "tokenprune.study.decoupling.settings",
 }
 
 
