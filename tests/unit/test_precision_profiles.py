@@ -68,7 +68,7 @@ def test_bat_in_notebook_finetunes_train_at_the_profile_dtype(monkeypatch, dtype
     import torch
 
     from tokenprune.core.patch import patch
-    from tokenprune.study.audits import bat
+    from tokenprune.study.bat import finetunes, proxy_scale, settings
     from tokenprune.training import finetune as ft_module
     from tokenprune.training.loop import TrainRecipe
 
@@ -83,5 +83,6 @@ def test_bat_in_notebook_finetunes_train_at_the_profile_dtype(monkeypatch, dtype
     recipe = TrainRecipe(name="proxy", img_size=32, dtype="bf16")
     train = (torch.randint(0, 255, (8, 3, 32, 32), dtype=torch.uint8), torch.randint(0, 3, (8,)))
     images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 3, (8,))
-    bat.run_finetune(base, base, bat.proxy_methods(bat.bat_options(cfg))["BAT"], recipe, train, images, labels, cfg)
+    finetunes.run_finetune(base, base, proxy_scale.proxy_methods(settings.bat_options(cfg))["BAT"], recipe, train,
+                           images, labels, cfg)
     assert trained and set(trained) == {dtype}

@@ -20,9 +20,9 @@ __all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "s
 #: notebook stem -> the audit module holding its ``PROFILES`` table
 AUDITS: dict[str, str] = {
     "00_proxy_calibration": "tokenprune.study.calibration",
-    "01_evit": "tokenprune.study.audits.evit",
-    "02_diversity_merging": "tokenprune.study.audits.bat",
-    "03_variance_medad": "tokenprune.study.audits.varmedad",
+    "01_evit": "tokenprune.study.evit.settings",
+    "02_diversity_merging": "tokenprune.study.bat.settings",
+    "03_variance_medad": "tokenprune.study.varmedad.settings",
     "04_decoupling": "tokenprune.study.decoupling.settings",
 }
 

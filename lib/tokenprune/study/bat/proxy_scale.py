@@ -1,0 +1,349 @@
+"""§4: BAT against EViT and ToMe at matched MACs on the calibrated proxy of notebook 00 (or DeiT-S at ``paper``).
+
+Every method gets the uniform keep rate whose total MACs come closest to EViT-with-fusion's at each budget
+(:func:`matched_set`); every configuration runs on the same images (:func:`proxy_sweep`); BAT minus EViT is paired
+per image and its slope over keep rates fitted (:func:`bat_minus_evit`). The claims: the gap grows at low keep rates,
+BAT's kept set is more diverse, BAT beats EViT at 0.7 and 0.5, and the summary's 'static importance' flaw
+(:func:`kept_set_overlap`).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from tokenprune.core.config import PruneConfig
+from tokenprune.core.patch import prune_state
+from tokenprune.measure import evaluation, kept_tokens, metrics
+from tokenprune.measure import mac_matching as matching
+from tokenprune.measure import macs as flops
+from tokenprune.measure.metrics import bootstrap_ci_or_nan
+from tokenprune.measure.power import Design
+from tokenprune.measure.trend import Trend, trend_contrast
+from tokenprune.study import calibration
+from tokenprune.study.bat.claims import CLAIMS, TWO_IMAGES
+from tokenprune.study.bat.comparisons import brief, paired_decision, pick, sd_source
+from tokenprune.study.bat.effects import effect_vs_evit, paper_gap, paper_gap_slope
+from tokenprune.study.bat.settings import DEIT_S
+from tokenprune.study.claims import file_claim
+from tokenprune.study.notebook import ci_columns
+from tokenprune.study.paper_numbers import BAT
+from tokenprune.study.proxy import gated
+from tokenprune.study.verdicts import Premise
+
+__all__ = ["VARIANT", "proxy_premises", "ProxyImages", "load_images", "Sweep", "Gaps", "proxy_methods", "matched_set",
+           "check_token_counts", "proxy_sweep",
+           "bat_minus_evit", "vs_evit_pairs", "trend_design", "file_proxy_claims", "kept_set_overlap",
+           "file_static_scores_claim"]
+
+#: the BAT variant that the accuracy claims decide (sections 4-6)
+VARIANT = ("merge_dpcknn (n_keep attentive tokens + the clusters, added) at the uniform keep rate whose total MACs "
+           "match EViT's at the budget (table matched_configs)")
+
+
+def proxy_premises(cfg: Any) -> list[Premise]:
+    """The premises of the claims measured on the accuracy model, to register on the report: notebook 00's choice
+    and its bar (:func:`tokenprune.study.calibration.proxy_premises`); at the ``paper`` profile the model is the
+    paper's own DeiT-S on ImageNet, where no proxy stands in and both hold."""
+    if cfg.profile == "paper":
+        detail = f"the paper's own model ({cfg.proxy_model} on ImageNet): no proxy stands in for it"
+        return [Premise(name, True, detail) for name in (calibration.PROXY_CHOSEN, calibration.PROXY_BAR)]
+    return calibration.proxy_premises(cfg.proxy_model)
+
+
+@dataclass
+class ProxyImages:
+    """The accuracy model and its test images (preprocessed once by the model's own preprocessing): ``base``,
+    ``info``, ``recipe``, ``train_split`` (None at the paper profile), ``full_images`` / ``full_labels`` (the images of
+    the claim-deciding comparisons), ``images`` / ``labels`` (the sweep's), ``n_test`` (the test split's size: the
+    largest scale here) and ``max_scale`` (what that is)."""
+
+    base: torch.nn.Module
+    info: dict
+    recipe: Any
+    train_split: Any
+    full_images: torch.Tensor
+    full_labels: torch.Tensor
+    images: torch.Tensor
+    labels: torch.Tensor
+    n_test: int
+    max_scale: str
+
+
+def _paper_images(cfg: Any) -> tuple:
+    from tokenprune.data.datasets import class_balanced_indices
+    from tokenprune.training import base_models as models
+    from tokenprune.training.loop import Preprocess
+
+    recipe = next(iter(models.paper_recipes(init=cfg.deit_weights).values()))
+    base = models.build_model(recipe, init=cfg.deit_weights)
+    base.tp_preprocess = Preprocess.from_recipe(recipe)
+    info = {"name": DEIT_S, "weights": str(cfg.deit_weights)}
+    test_split = models.load_recipe_data(recipe, data_root=cfg.imagenet_root)["test"]
+    # class-balanced: every class as equally represented as the size allows
+    idx = class_balanced_indices(test_split["label"], min(cfg.n_eval, len(test_split)), cfg.seed)
+    return base, info, recipe, None, test_split.select(idx.tolist()), None, \
+        f"the {len(idx)} ImageNet validation images this notebook uses"
+
+
+def _proxy_images(cfg: Any) -> tuple:
+    from tokenprune.training import base_models as models
+    from tokenprune.training.loop import TrainRecipe, as_tensors
+
+    base, info = models.load_base_model(cfg.proxy_model, train_if_missing=cfg.profile == "smoke", progress=False)
+    recipe = TrainRecipe.from_dict(info["recipe"])
+    # one generation of the recipe's data: its test split is what eval_data(recipe) returns, and the fine-tuning
+    # (section 6) draws from its training split
+    ds = models.load_recipe_data(recipe)
+    n_full = len(ds["test"]) if cfg.n_full == 0 else min(cfg.n_full, len(ds["test"]))
+    return base, info, recipe, ds["train"], as_tensors(ds["test"], subset=n_full, seed=cfg.seed), len(ds["test"]), \
+        f"the full test split of {cfg.proxy_model}"
+
+
+def load_images(cfg: Any) -> ProxyImages:
+    """The accuracy model and its test images. Paper profile: DeiT-S from ``cfg.deit_weights`` on ``cfg.n_eval``
+    class-balanced ImageNet validation images (all the images the notebook uses); otherwise ``cfg.proxy_model`` (the
+    calibrated proxy of notebook 00) on the test split of its own recipe: ``cfg.n_full`` images (0: all) for the
+    claim-deciding comparisons, ``cfg.n_eval`` of them drawn with ``cfg.seed`` for the sweeps."""
+    from tokenprune.training.loop import evaluate
+
+    base, info, recipe, train_split, full_data, n_split, max_scale = (
+        _paper_images(cfg) if cfg.profile == "paper" else _proxy_images(cfg))
+    full_images, full_labels = evaluate(base, full_data, batch=cfg.sweep_batch, dtype="fp32", forward=lambda x: x)
+    n_test = len(full_labels) if n_split is None else n_split
+    if cfg.n_eval >= len(full_labels):  # the sweep runs on every image (the paper profile): no copy
+        images, labels = full_images, full_labels
+    else:
+        sub = torch.from_numpy(np.sort(np.random.default_rng(cfg.seed).choice(len(full_labels), size=cfg.n_eval,
+                                                                              replace=False)))
+        images, labels = full_images[sub], full_labels[sub]
+    base.eval()
+    return ProxyImages(base=base, info=info, recipe=recipe, train_split=train_split, full_images=full_images,
+                       full_labels=full_labels, images=images, labels=labels, n_test=n_test, max_scale=max_scale)
+
+
+@dataclass
+class Sweep:
+    """Every configuration on the same images: the table (top-1, agreement, diversity with intervals), the
+    predictions and the per-image diversity of the kept set, by configuration label."""
+
+    table: pd.DataFrame
+    preds: dict
+    diversity: dict
+
+
+@dataclass
+class Gaps:
+    """BAT minus EViT (fusion) per MAC budget (top-1 and cosine distance, paired per image) and the slope of the
+    top-1 gap over keep rates."""
+
+    table: pd.DataFrame
+    trend: Trend
+
+
+def proxy_methods(bat_opts: dict) -> dict[str, PruneConfig]:
+    """The methods compared at proxy scale: EViT (fusion, drop), BAT (clusters added) and ToMe."""
+    return {
+        "EViT (fusion)": PruneConfig(reducer="fuse_attention"),
+        "EViT (drop)": PruneConfig(reducer="drop"),
+        "BAT": PruneConfig(reducer="merge_dpcknn", reducer_options=tuple(sorted(bat_opts.items()))),
+        "ToMe (bipartite)": PruneConfig(reducer="bipartite", prop_attn=True),
+    }
+
+
+def matched_set(probe: torch.nn.Module, methods: Mapping[str, PruneConfig],
+                keep_rates: Sequence[float]) -> tuple[list, pd.DataFrame]:
+    """Configs of every method at each EViT keep rate's MAC budget (EViT-with-fusion's total MACs on
+    ``probe``; every other method gets the uniform keep rate closest to it, merging at every block where
+    locations 4/7/10 cannot reach it), and a table of what each costs."""
+    every_block = tuple(range(1, len(probe.blocks) + 1))
+    configs, rows = [], []
+    for r in keep_rates:
+        target = flops.analytic_macs(PruneConfig(reducer="fuse_attention", keep_rate=r).apply(probe)).total
+        for name, c in methods.items():
+            if c.reducer == "fuse_attention" and tuple(c.locations) == (4, 7, 10):  # the budget's own method
+                mt = matching.as_matched(probe, c.with_(keep_rate=r), target)
+            else:
+                mt = matching.config_at_macs(probe, c, target, fallback_locations=[every_block])
+            conf = mt.config.with_(name=f"{name} @ {r:g}")
+            configs.append(conf)
+            rows.append({"config": conf.label, "method": name, "budget_keep_rate": r, "keep_rate": mt.config.keep_rate,
+                         "locations": ",".join(map(str, mt.config.locations)), "target_mmacs": target / 1e6,
+                         "mmacs": mt.macs / 1e6, "mmacs_model": mt.model_macs / 1e6,
+                         "mmacs_reduction": mt.reduction_macs / 1e6, "rel_error": mt.rel_error,
+                         "reachable": mt.reachable})
+    return configs, pd.DataFrame(rows)
+
+
+def check_token_counts(probe: torch.nn.Module, configs: Sequence[PruneConfig], images: torch.Tensor) -> None:
+    """The analytic token counts are what the model really does (one traced forward for about six configs)."""
+    for conf in configs[:: max(1, len(configs) // 6)]:
+        conf.apply(probe)
+        with torch.inference_mode():
+            probe(images[:2])
+        want = flops.analytic_macs(probe).tokens_out
+        assert prune_state(probe).token_counts == want, (conf.label, prune_state(probe).token_counts, want)
+
+
+def proxy_sweep(base: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, configs: Sequence[PruneConfig],
+                matched: pd.DataFrame, n_div: int, div_block: int, batch: int, dtype: str, seed: int) -> Sweep:
+    """Every configuration on the same images (top-1, agreement with the unpruned model, bootstrap CIs), and
+    the diversity of the tokens leaving ``div_block`` on the first ``n_div`` images (mean pairwise cosine
+    distance, effective rank, kept tokens)."""
+    sweep, preds = evaluation.prune_sweep(base, images, labels, configs, batch=batch, dtype=dtype, seed=seed)
+    sweep = sweep.merge(matched[["config", "method", "budget_keep_rate", "mmacs", "mmacs_model", "mmacs_reduction",
+                                 "reachable"]], on="config", how="left")
+    sweep.loc[sweep.config == "unpruned", ["method", "budget_keep_rate"]] = ["unpruned", 1.0]
+    sweep["mmacs"] = sweep["mmacs"].fillna(sweep.gmacs * 1e3)
+
+    def diversity_of(conf: Optional[PruneConfig]) -> dict:
+        m = copy.deepcopy(base)
+        (conf or evaluation.UNPRUNED).apply(m)
+        return kept_tokens.kept_token_diversity(m, images[:n_div], block=div_block, batch=batch, dtype=dtype)
+
+    div = {"unpruned": diversity_of(None)}
+    for conf in configs:
+        div[conf.label] = diversity_of(conf)
+    for key in ("cosine_distance", "effective_rank"):
+        cols = {lab: ci_columns(bootstrap_ci_or_nan(d[key], seed=seed), key) for lab, d in div.items()}
+        for col in (key, f"{key}_low", f"{key}_high"):
+            sweep[col] = sweep.config.map(lambda c: cols[c][col])
+    sweep["kept_tokens"] = sweep.config.map(lambda c: float(np.mean(div[c]["tokens"])))
+    return Sweep(table=sweep, preds=preds, diversity=div)
+
+
+def bat_minus_evit(preds: Mapping[str, Any], div: Mapping[str, dict], keep_rates: Sequence[float], seed: int) -> Gaps:
+    """BAT minus EViT (fusion) per MAC budget, paired per image (top-1: bootstrap and McNemar; cosine
+    distance of the kept set: bootstrap), and the least-squares slope of the top-1 gap over keep rates."""
+    rows, diffs = [], []
+    for r in keep_rates:
+        a, b = preds[f"BAT @ {r:g}"], preds[f"EViT (fusion) @ {r:g}"]
+        pc = evaluation.paired_comparison(a, b, seed=seed)
+        a_cd, b_cd = div[f"BAT @ {r:g}"]["cosine_distance"], div[f"EViT (fusion) @ {r:g}"]["cosine_distance"]
+        dv = (metrics.paired_bootstrap_diff(a_cd, b_cd, seed=seed) if np.isfinite(a_cd + b_cd).any()
+              else metrics.PairedDiff(np.nan, np.nan, np.nan, np.nan, 0))
+        rows.append({"keep_rate": r, **pc, "cosdist_diff": dv.estimate, "cosdist_diff_low": dv.low,
+                     "cosdist_diff_high": dv.high, "cosdist_p": dv.p_value})
+        diffs.append(a.correct.astype(float) - b.correct.astype(float))
+    return Gaps(table=pd.DataFrame(rows), trend=trend_contrast(np.stack(diffs), keep_rates, seed=seed))
+
+
+def vs_evit_pairs(keep_rates: Sequence[float]) -> list[tuple[str, str, float]]:
+    """The pairs (sweep labels) and effects in dispute of ``bat.proxy.vs_evit.*``."""
+    return [(f"BAT @ {r:g}", f"EViT (fusion) @ {r:g}", effect_vs_evit(r)[0]) for r in (0.7, 0.5) if r in keep_rates]
+
+
+def trend_design(preds: Mapping[str, Any], keep_rates: Sequence[float], n_max: int, max_scale: str) -> Design:
+    """The design of the slope claim: the slope is the mean of per-image contrasts ``s_i = sum_l w_l d_il``
+    (:func:`tokenprune.measure.trend.trend_contrast`), so its MDE is that of the ``s_i`` (points per unit keep rate)."""
+    x = np.asarray(keep_rates, dtype=float)
+    w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    d = np.stack([preds[f"BAT @ {r:g}"].correct.astype(float) - preds[f"EViT (fusion) @ {r:g}"].correct.astype(float)
+                  for r in keep_rates])
+    s = 100 * (w @ d)
+    return Design.paired(s, np.zeros_like(s), unit="images", n_max=max(n_max, len(s)), max_scale=max_scale, scale=1.0,
+                         sd_source=f"sd of the {len(s)} per-image slope contrasts (sum over keep rates of w_l x the "
+                                   "paired BAT - EViT difference) of this run (independent of their mean)")
+
+
+def _file_trend(rep: Any, trend: Trend, preds: Mapping[str, Any], keep_rates: Sequence[float], base_name: str,
+                n_test: int, max_scale: str) -> None:
+    decl = CLAIMS["bat.proxy.gap_grows_at_low_keep"]
+    assert decl.effect == abs(paper_gap_slope())
+    g = gated(decl.rule.decide(trend.slope * 100, trend.low * 100, trend.high * 100, what="slope"), decl.effect,
+              trend_design(preds, keep_rates, n_test, max_scale))
+    decision, details = brief(g.decision, f"slope {trend.slope * 100:+.2f} [{trend.low * 100:+.2f}, "
+                                          f"{trend.high * 100:+.2f}] pp per unit keep rate on {trend.n} images; MDE "
+                                          f"{g.design['mde']:.2f} vs effect {decl.effect:.2f}",
+                              {"mean_gaps_pp": {f"{lv:g}": g_ * 100 for lv, g_ in zip(trend.levels, trend.means)},
+                               "model": base_name, "variant": VARIANT,
+                               "protocols": "the paper's gaps mix protocols (bat.protocol.*)"})
+    file_claim(rep, decl, decision, paper_value="gap grows as rho falls", our_value=round(trend.slope * 100, 3),
+               ci=[round(trend.low * 100, 3), round(trend.high * 100, 3)], design=g.design, details=details)
+
+
+def _file_diversity(rep: Any, gaps: pd.DataFrame, div: Mapping[str, dict], keep_rates: Sequence[float], n_div: int,
+                    div_block: int, n_test: int, max_scale: str) -> None:
+    decl = CLAIMS["bat.proxy.diversity.keep{keep:g}"]
+    for r_div in sorted({min(keep_rates), 0.5} & set(keep_rates)):
+        g = gaps[gaps.keep_rate == r_div].iloc[0]
+        if not np.isfinite(g.cosdist_diff):
+            continue
+        nb, ne = (float(np.mean(div[f"{mm} @ {r_div:g}"]["tokens"])) for mm in ("BAT", "EViT (fusion)"))
+        a_cd = np.asarray(div[f"BAT @ {r_div:g}"]["cosine_distance"], dtype=float)
+        b_cd = np.asarray(div[f"EViT (fusion) @ {r_div:g}"]["cosine_distance"], dtype=float)
+        ok = np.isfinite(a_cd) & np.isfinite(b_cd)
+        design = (Design.paired(a_cd[ok], b_cd[ok], unit="images", n_max=max(n_test, int(ok.sum())),
+                                max_scale=max_scale, scale=1.0, sd_source=sd_source(int(ok.sum())))
+                  if ok.sum() >= 2 else None)
+        decision, details = brief(decl.rule.decide(g.cosdist_diff, g.cosdist_diff_low, g.cosdist_diff_high),
+                                  f"{g.cosdist_diff:+.4f} [{g.cosdist_diff_low:+.4f}, {g.cosdist_diff_high:+.4f}] on "
+                                  f"{n_div} images, tokens leaving block {div_block} (BAT {nb:.0f}, EViT {ne:.0f})",
+                                  {"effect": "the paper prints no diversity: the design is shown without a gate",
+                                   "variant": VARIANT})
+        file_claim(rep, decl, decision, keys={"keep": r_div}, paper_value="BAT > EViT",
+                   our_value=round(g.cosdist_diff, 4), ci=[round(g.cosdist_diff_low, 4), round(g.cosdist_diff_high, 4)],
+                   design=design.record() if design is not None else None, details=details)
+
+
+def _file_vs_evit(rep: Any, preds: Mapping[str, Any], full_preds: Mapping[str, Any], keep_rates: Sequence[float],
+                  base_name: str, n_test: int, max_scale: str, seed: int) -> None:
+    for r in (0.7, 0.5):
+        if r not in keep_rates:
+            continue
+        decl = CLAIMS[f"bat.proxy.vs_evit.keep{r:g}"]
+        a, b, where = pick(f"BAT @ {r:g}", f"EViT (fusion) @ {r:g}", full_preds, preds)
+        res = paired_decision(a.correct, b.correct, decl.effect, n_test, max_scale, decl.rule, seed=seed)
+        decision, details = brief(res.decision, res.brief(where, decl.effect),
+                                  {"mcnemar_p": res.mcnemar_p, "effect_source": effect_vs_evit(r)[1],
+                                   "model": base_name, "variant": VARIANT})
+        file_claim(rep, decl, decision, paper_value=paper_gap(r), our_value=round(res.diff, 3),
+                   ci=[round(res.low, 3), round(res.high, 3)], design=res.design, details=details)
+
+
+def file_proxy_claims(rep: Any, gaps: Gaps, sweep: Sweep, full_preds: Mapping[str, Any], keep_rates: Sequence[float],
+                      base_name: str, n_div: int, div_block: int, n_test: int, max_scale: str, seed: int) -> None:
+    """The proxy-scale claims, each a direction on a paired interval with its design: the gap's slope over keep
+    rates is negative (on the sweep's images; effect in dispute: the printed gaps' slope); BAT's kept set is more
+    diverse than EViT's (lowest rate and 0.5; no effect in dispute); BAT beats EViT at 0.7 and 0.5 (on the full test
+    split where :func:`~tokenprune.study.bat.comparisons.decisive_predictions` ran the pair, else on the sweep's)."""
+    _file_trend(rep, gaps.trend, sweep.preds, keep_rates, base_name, n_test, max_scale)
+    _file_diversity(rep, gaps.table, sweep.diversity, keep_rates, n_div, div_block, n_test, max_scale)
+    _file_vs_evit(rep, sweep.preds, full_preds, keep_rates, base_name, n_test, max_scale, seed)
+
+
+def kept_set_overlap(base: torch.nn.Module, images: torch.Tensor, bat: PruneConfig, keep_rate: float,
+                     n: int) -> dict:
+    """Does BAT's importance adapt to the input? ``bat`` at ``keep_rate`` on the first ``n`` images (one traced
+    forward): the attentive set each image keeps at the first location (indices of patches), and the mean
+    pairwise Jaccard overlap of those sets over all image pairs (1: the same tokens for every image)."""
+    m = copy.deepcopy(base)
+    bat.with_(keep_rate=keep_rate).apply(m, trace=True)
+    with torch.inference_mode():
+        m(images[:n])
+    keep = prune_state(m).history[0]["keep_idx"]
+    sets = [set(map(int, row)) for row in keep]
+    pairs = [(i, j) for i in range(len(sets)) for j in range(i + 1, len(sets))]
+    jac = [len(sets[i] & sets[j]) / len(sets[i] | sets[j]) for i, j in pairs]
+    return {"images": len(sets), "kept": int(keep.shape[1]), "mean_jaccard": float(np.mean(jac)) if jac else math.nan,
+            "all_identical": all(s == sets[0] for s in sets), "distinct_sets": len({frozenset(s) for s in sets})}
+
+
+def file_static_scores_claim(rep: Any, overlap: dict, keep_rate: float, base_name: Optional[str]) -> None:
+    """The summary's flaw 'BAT assumes static importance scores': upheld when every image keeps the same attentive
+    set (the scores would not depend on the input), rejected when they differ; its premise is at least 2 images."""
+    decl = CLAIMS["bat.secondary.flaw_static_scores"]
+    sentence = (f"{overlap['distinct_sets']} different attentive sets over {overlap['images']} images (mean pairwise "
+                f"Jaccard {overlap['mean_jaccard']:.3f}) at keep {keep_rate:g}")
+    decision = decl.rule.decide(overlap["all_identical"], sentence)
+    file_claim(rep, decl, decision, our_value=round(overlap["mean_jaccard"], 4),
+               paper_value=BAT["secondary_summary_flaws"][0],
+               premises={TWO_IMAGES: Premise(TWO_IMAGES, overlap["images"] >= 2, f"{overlap['images']}")},
+               details={"model": base_name, "attentive_tokens": overlap["kept"],
+                        "reading": "'static' read as input-independent: the importance is each image's [CLS] "
+                                   "attention, recomputed at every location"})
