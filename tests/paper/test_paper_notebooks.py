@@ -1,4 +1,4 @@
-"""Notebooks at the `paper` profile on fixture data (issue 15, item 5): the paper's architectures at 224 px, the
+"""Notebooks at the `paper` profile on fixture data: the paper's architectures at 224 px, the
 profile's settings shrunk only in batch, steps, benchmark rounds and evaluation images. Each notebook trains the runs
 it needs by the papers' recipes (paper_runs.trained_model) for one step of 2 images into a temporary runs_dir, and
 its paper-scale claims are `inconclusive` on the whole-schedule premise. Each run writes under a temporary folder,

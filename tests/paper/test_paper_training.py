@@ -1,6 +1,6 @@
 """The paper profile's training (tokenprune.training.paper_training, its command line tokenprune.study.paper_runs) on fixture data in ImageNet's release format:
-DeiT-S at 224 px, the recipes as written, shrunk only in batch, steps, epochs and evaluation images (issue 15,
-item 5); one run under a 2-process torchrun (gloo) on the CPU; a killed run resumes after its last epoch."""
+DeiT-S at 224 px, the recipes as written, shrunk only in batch, steps, epochs and evaluation images; one
+run under a 2-process torchrun (gloo) on the CPU; a killed run resumes after its last epoch."""
 import json
 import os
 import subprocess

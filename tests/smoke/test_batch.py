@@ -1,4 +1,4 @@
-"""papermill batches (issue 12, finding 11): members into their own folders, a failed member neither stops
+"""papermill batches: members into their own folders, a failed member neither stops
 nor corrupts the others, a rerun skips what is done, shards partition the batch, bad parameters are refused
 before any run."""
 import json

@@ -1,5 +1,5 @@
 """The benchmark's command line refuses what it cannot measure and says when a figure was measured under
-load (issue 12, findings 9 and 10). Benchmarks print figures; no test asserts a speed."""
+load. Benchmarks print figures; no test asserts a speed."""
 import pytest
 
 from tokenprune.measure import throughput as T

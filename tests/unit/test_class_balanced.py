@@ -1,4 +1,4 @@
-"""data.class_balanced_indices: subsets of class-sorted releases cover every class (issue 15, item 4)."""
+"""data.class_balanced_indices: subsets of class-sorted releases cover every class."""
 import numpy as np
 import pytest
 

@@ -1,6 +1,5 @@
 """Models built with ``dynamic_img_size=True`` (timm keeps the flag on the model): every entry point that
-checks the input size takes other sizes, and the MAC count follows the grid the model computes (issue 12,
-finding 2)."""
+checks the input size takes other sizes, and the MAC count follows the grid the model computes."""
 import pytest
 import timm
 import torch

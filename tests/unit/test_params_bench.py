@@ -59,7 +59,7 @@ def test_bench_cli_prints_table(capsys):
 
 def test_every_notebook_table_is_consistent_and_checks_its_ranges():
     """Each profile of each notebook passes its own checks; out-of-range values are refused before a run
-    (issue 12, finding 6: `-p eval_images -5` used to fail at cell 18 with a numpy error, `-p batch 0` at cell 11)."""
+    (e.g. `-p eval_images -5` and `-p batch 0`, which would otherwise fail deep inside the notebook)."""
     for nb in params.AUDITS:
         for profile in params.profile_table(nb):
             if profile in params.PROFILES:

@@ -1,5 +1,5 @@
 """Options are checked when ``patch()`` is called, not at the first forward pass (which never reaches the
-reducer at keep 1.0): issue 12, finding 5."""
+reducer at keep 1.0)."""
 import pytest
 import timm
 

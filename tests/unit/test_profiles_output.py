@@ -1,5 +1,5 @@
 """Runs at a profile other than default never write into the committed reports/ unless asked to, and a
-ledger that mixes profiles says so (issue 12, finding 7)."""
+ledger that mixes profiles says so."""
 from tokenprune.study import report as R
 from tokenprune.utils.environment import REPO_ROOT
 

@@ -1,4 +1,4 @@
-"""The papers' recipes as data (training/recipes/*.yaml) and ImageNet-100's class list (issue 15, items 2 and 4)."""
+"""The papers' recipes as data (training/recipes/*.yaml) and ImageNet-100's class list."""
 import pytest
 
 from tokenprune.data import datasets as D
@@ -18,7 +18,7 @@ def test_evit_shrinks_from_the_first_epoch_when_fine_tuning_and_from_epoch_10_fr
     assert (ft["shrink_start_epoch"], ft["shrink_epochs"], ft["epochs"]) == (0, 0, 30)
     assert (scratch["shrink_start_epoch"], scratch["shrink_epochs"], scratch["epochs"]) == (10, 100, 300)
     assert ft.lr == pytest.approx(8e-5) and scratch.lr == pytest.approx(2e-3)
-    assert "issue #3" in ft.sources["shrink_start_epoch"]
+    assert "youweiliang/evit#3" in ft.sources["shrink_start_epoch"]  # the source cited
     # inherited: DeiT's augmentations, with their sources
     assert ft["mixup"] == 0.8 and ft["repeated_aug"] is True and "main.py" in ft.sources["mixup"]
 

@@ -1,5 +1,5 @@
 """A patched model survives torch.save / torch.load (also in a fresh process, before any patch() call) and
-deepcopy, for every reducer; its state_dict stays timm's (issue 12, finding 4)."""
+deepcopy, for every reducer; its state_dict stays timm's."""
 import copy
 import io
 import subprocess

@@ -1,4 +1,4 @@
-"""Every timm entry point the patch touches is right or refused (issue 12, finding 3)."""
+"""Every timm entry point the patch touches is right or refused."""
 import pytest
 import timm
 import torch

@@ -28,7 +28,7 @@ import numpy as np
 
 __all__ = ["POWER", "ALPHA", "mde", "n_for_mde", "paired_sd", "Design"]
 
-#: the power and two-sided level every MDE of the study is stated at (issue 14: 80 % power at the rule's alpha)
+#: the power and two-sided level every MDE of the study is stated at (80 % power at the rule's alpha)
 POWER, ALPHA = 0.8, 0.05
 
 _T_BELOW = 30  # below this many units the quantiles are Student's t

@@ -1,6 +1,6 @@
 """How much two token scorers agree: rank correlations, overlap of kept sets, and variance vs mean.
 
-Used to test whether a new importance score is more than a re-ranking of an old one (arXiv 2507.19175's
+It tests whether a new importance score is more than a re-ranking of an old one (arXiv 2507.19175's
 cross-head variance and MedAD against EViT's head-mean [CLS] attention; the same tools apply to any pair of
 scorers in :mod:`tokenprune.core.scorers`).
 

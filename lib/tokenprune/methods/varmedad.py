@@ -17,7 +17,7 @@ each free choice moves the ranking:
 - ``attention_cv2``: the squared coefficient of variation across heads, ``var_h(a) / mean_h(a)^2``. Not in the
   paper: it is the part of the variance that the mean does not already determine (if heads' attention were
   ``mean x`` an i.i.d. spread, the variance would be ``cv^2 x mean^2`` and rank patches exactly as the mean
-  does). Used to test whether "diversity" carries information beyond the mean.
+  does). It tests whether "diversity" carries information beyond the mean.
 
 Importing this module registers them. :func:`fusion_weight_spread` measures what Eq. 8's temperature does to the
 fusion weights on given scores (the paper gives T only as a number in (0, 1)).

@@ -185,8 +185,7 @@ DECOUPLE = {
     # "most visible when the model is looking at the image at a specific, intermediate stage of its processing"
     "largest_at": "intermediate block, low keep rate",
     "datasets": ("CUB-200-2011", "Stanford Cars", "FGVC-Aircraft"),
-    # the summary's own words, quoted verbatim (issue 13, item 10: an earlier paraphrase named ViT-B; the
-    # summary never names a model)
+    # the summary's own words, quoted verbatim (the summary never names a model)
     "quotes": {
         "title": "Part-Coverage and Faithfulness Decouple in ViT Token Pruning for Fine-Grained Visual Categorization",
         "decouple": "the two goals—keeping the right physical parts and keeping the right logic for the final "

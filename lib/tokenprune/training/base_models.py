@@ -182,7 +182,7 @@ def base_recipes() -> dict[str, TrainRecipe]:
             img_size=64, preprocess={"channels": 3, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "resize": "pad"},
             epochs=10, batch_size=64, lr=1e-3, min_lr=1e-5, weight_decay=0.05, warmup_epochs=0.2,
             label_smoothing=0.1, grad_clip=1.0, augment={}, seed=0, dtype="bf16", store_dtype="fp16"),
-        # the calibrated accuracy proxy (issue 14, notebook 00): Fashion-MNIST items on a 64 px canvas among crops of
+        # the calibrated accuracy proxy (notebook 00): Fashion-MNIST items on a 64 px canvas among crops of
         # other items, 64 patch tokens of 8 px, where the object covers about a fifth of the tokens (as an ImageNet
         # object covers part of DeiT's 196); chosen by the calibration criteria of 00_proxy_calibration alone
         "small_vit_cfmnist": TrainRecipe(
@@ -207,7 +207,7 @@ def base_recipes() -> dict[str, TrainRecipe]:
     }
 
 
-#: the cached fine-tunes with pruning of a proxy candidate (issue 14, item 2): condition -> (keep rate, reducer,
+#: the cached fine-tunes with pruning of a proxy candidate: condition -> (keep rate, reducer,
 #: keep-rate warm-up in epochs). EViT's fine-tuning protocol prunes at the target from the first iteration
 #: (``--shrink_start_epoch 0 --shrink_epochs 0``); the warm-up variant is its from-scratch cosine schedule, shortened.
 FINETUNE_CONDITIONS: dict[str, tuple[float, str, float]] = {

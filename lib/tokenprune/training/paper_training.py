@@ -1,4 +1,4 @@
-"""Training at paper scale on timm's training stack (issue 15, item 1): the papers' recipes
+"""Training at paper scale on timm's training stack: the papers' recipes
 (:mod:`tokenprune.training.recipe_book`) run with ``timm.data.create_transform`` (RandAugment, bicubic crops, random
 erasing), ``timm.data.Mixup`` (mixup/cutmix with label smoothing, ``SoftTargetCrossEntropy``),
 ``timm.optim.create_optimizer_v2`` (AdamW at the linearly scaled rate), ``timm.scheduler.create_scheduler_v2``
@@ -78,7 +78,7 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Limits:
-    """What a test or a short GPU check may shrink, and nothing else (issue 15, item 5): the images per process
+    """What a test or a short GPU check may shrink, and nothing else: the images per process
     and step, the optimiser steps per epoch, the epochs, the evaluation images, the loader workers."""
 
     batch_per_process: Optional[int] = None

@@ -1,5 +1,5 @@
 """The papers' training recipes as data: one YAML file per recipe in ``training/recipes/``, each value with where
-it comes from (issue 15, item 2).
+it comes from.
 
 A file holds ``name``, ``paper``, ``what``, optionally ``inherits`` (another recipe of the folder whose values it
 starts from) and ``values``: ``field: {value: ..., source: "..."}``. The source says where the number is written

@@ -1,4 +1,4 @@
-"""Training runs cached as their outputs, not their weights (issue 14, item 2).
+"""Training runs cached as their outputs, not their weights.
 
 Where a run's weights do not fit the committed-artefact budget, the cache keeps what the notebooks read from it:
 its per-image outputs on a fixed image set (the logits, float32), beside the recipe, its hash, and the SHA-256 of
