@@ -29,7 +29,7 @@ from tokenprune.training.loop import Preprocess
 __all__ = ["PAPER_DATASET", "PAPER_DIRS", "PAPER_ARCH", "PAPER_RECIPE", "FMNIST_CLUTTER", "Setting", "base_model",
            "part_model_name", "annotate_parts", "fit_linear_head", "parts_setting", "fmnist_setting", "paper_run_spec",
            "given_checkpoint", "check_paper_inputs", "paper_model", "paper_setting", "make_setting", "load_settings",
-           "cache_settings", "settings_table"]
+           "Caches", "cache_settings", "settings_table"]
 
 PAPER_DATASET = {
     "parts": "SynthBirds (procedural parts, exact keypoints)",
@@ -329,9 +329,17 @@ def load_settings(cfg: SimpleNamespace) -> dict[str, Setting]:
     return settings
 
 
-def cache_settings(settings: dict[str, Setting], cfg: SimpleNamespace):
-    """One unpruned pass per image set: ``(cache_train, cache_eval)``, each ``{setting: SplitCache}``. The linear
-    probe of ``parts/large`` is fitted on the cached training features, and its logits follow from it."""
+@dataclass
+class Caches:
+    """The cached tokens of one unpruned pass per image set: ``train`` and ``eval``, each ``{setting: SplitCache}``."""
+
+    train: dict
+    eval: dict
+
+
+def cache_settings(settings: dict[str, Setting], cfg: SimpleNamespace) -> Caches:
+    """One unpruned pass per image set (:class:`Caches`). The linear probe of ``parts/large`` is fitted on the cached
+    training features, and its logits follow from it."""
     cache_tr, cache_ev = {}, {}
     for name, S in settings.items():
         cache_tr[name] = split.cache_tokens(S.model, S.x_train, S.blocks, dtype=cfg.dtype)
@@ -342,7 +350,7 @@ def cache_settings(settings: dict[str, Setting], cfg: SimpleNamespace):
             with torch.no_grad():
                 for c in (cache_tr[name], cache_ev[name]):
                     c.logits = S.model.head(c.features)
-    return cache_tr, cache_ev
+    return Caches(cache_tr, cache_ev)
 
 
 def settings_table(settings: dict[str, Setting], cache_ev: dict, cfg: SimpleNamespace) -> pd.DataFrame:

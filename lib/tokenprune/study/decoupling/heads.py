@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Optional
 
@@ -23,8 +24,8 @@ from tokenprune.study.decoupling.data import Setting
 from tokenprune.study.decoupling.settings import Layout, mid_block
 from tokenprune.study.notebook import Stopwatch
 
-__all__ = ["train_signal", "train_heads", "check_split_path", "split_path_checks", "score_all", "head_fit_table",
-           "fd_tokens_drawn", "fd_check_table"]
+__all__ = ["TrainedHeads", "train_signal", "train_heads", "check_split_path", "split_path_checks", "score_all",
+           "head_fit_table", "fd_tokens_drawn", "fd_check_table"]
 
 
 def train_signal(S: Setting, cache: split.SplitCache, block: int, labels: torch.Tensor,
@@ -38,14 +39,23 @@ def train_signal(S: Setting, cache: split.SplitCache, block: int, labels: torch.
                                                      probes=cfg.fd_probes, seed=cfg.seed)
 
 
-def train_heads(settings: dict[str, Setting], cache_tr: dict, cache_ev: dict, cfg: SimpleNamespace, sw: Stopwatch):
+@dataclass
+class TrainedHeads:
+    """``heads``: ``{(setting, block, kind, seed): head}``; ``log``: a DataFrame of the training runs;
+    ``signal_eval``: ``{(setting, block): oracle signal}`` of the evaluation images."""
+
+    heads: dict
+    log: pd.DataFrame
+    signal_eval: dict
+
+
+def train_heads(settings: dict[str, Setting], cache_tr: dict, cache_ev: dict, cfg: SimpleNamespace,
+                sw: Stopwatch) -> TrainedHeads:
     """For every setting and scoring block: the signal of the training images, then per seed the sensitivity head,
     the mimic control and (in ``task_settings``, intermediate block) the task-loss control, all capacity-matched;
     at the intermediate block the oracle signal of the evaluation images.
 
-    Returns ``(heads, head_log, signal_ev)``: ``{(setting, block, kind, seed): head}``, a DataFrame of the
-    training runs, ``{(setting, block): oracle signal}``. Asserts that every kind of head of a setting has the
-    same parameter count.
+    Returns the :class:`TrainedHeads`. Asserts that every kind of head of a setting has the same parameter count.
     """
     heads_out: dict = {}
     log: list = []
@@ -95,7 +105,7 @@ def train_heads(settings: dict[str, Setting], cache_tr: dict, cache_ev: dict, cf
     for name in settings:  # capacity matching: every kind of head has the same parameter count in a setting
         counts = head_log[head_log.setting == name].groupby("kind").params.unique()
         assert all(len(v) == 1 for v in counts) and len({int(v[0]) for v in counts}) == 1, counts
-    return heads_out, head_log, signal_ev
+    return TrainedHeads(heads_out, head_log, signal_ev)
 
 
 def check_split_path(S: Setting, block: int, keep: float, head) -> dict:
