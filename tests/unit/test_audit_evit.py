@@ -1,21 +1,33 @@
-"""The EViT audit module: its profile table, its input checks, its comparison helpers and its fine-tuning recipe."""
+"""Notebook 01's package (tokenprune.study.evit): its settings, its declared claims, and each claim function driven to
+the verdicts it can give on constructed inputs."""
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
+from tokenprune.core.config import PruneConfig
+from tokenprune.core.patch import patch
 from tokenprune.measure.evaluation import Predictions
-from tokenprune.study import params, verdicts
-from tokenprune.study.audits import evit
+from tokenprune.study import calibration, params, paper_runs, report, verdicts
+from tokenprune.study import proxy as proxies
+from tokenprune.study.claims import DeclarationTable
+from tokenprune.study.evit import claims, efficiency, experiments, filing, paper_scale, settings, studies, timing
+from tokenprune.study.paper_numbers import EVIT
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_parameter_is_explained_and_in_every_profile():
-    names = set(evit.PARAMETERS)
+    names = set(settings.PARAMETERS)
     for profile in params.PROFILES:
-        assert set(evit.PROFILES[profile]) == names, profile
+        assert set(settings.PROFILES[profile]) == names, profile
     cfg = params.setup("01_evit", "default", {"batch": 64})
     assert cfg.batch == 64 and cfg.seed == 0 and cfg.profile == "default"
+    assert params.AUDITS["01_evit"] == "tokenprune.study.evit.settings"
 
 
 def test_setup_refuses_unknown_names_and_choices():
@@ -26,16 +38,79 @@ def test_setup_refuses_unknown_names_and_choices():
 
 
 def test_check_inputs():
-    evit.check_inputs(params.setup("01_evit", "smoke"))
-    with pytest.raises(ValueError, match="at least 3 seeds"):
-        evit.check_inputs(params.setup("01_evit", "smoke", {"finetune_seeds": [0, 1]}))
+    settings.check_inputs(params.setup("01_evit", "smoke"))
+    with pytest.raises(ValueError, match="finetune_seeds"):
+        settings.check_inputs(params.setup("01_evit", "smoke", {"finetune_seeds": [0, 1]}))
     with pytest.raises(ValueError, match="imagenet_root"):
-        evit.check_inputs(params.setup("01_evit", "paper"))
-    evit.check_inputs(params.setup("01_evit", "default"))
-    with pytest.raises(ValueError, match="cached fine-tunes of profile 'smoke'"):
-        evit.check_inputs(params.setup("01_evit", "smoke", {"finetune_seeds": [0, 1, 3]}))
+        settings.check_inputs(params.setup("01_evit", "paper"))
+    settings.check_inputs(params.setup("01_evit", "default"))
+    with pytest.raises(ValueError, match="finetune_seeds"):
+        settings.check_inputs(params.setup("01_evit", "smoke", {"finetune_seeds": [0, 1, 3]}))
     with pytest.raises(ValueError, match="ft_keep"):
-        evit.check_inputs(params.setup("01_evit", "smoke", {"ft_keep": 0.5}))
+        settings.check_inputs(params.setup("01_evit", "smoke", {"ft_keep": 0.5}))
+
+
+# ----------------------------------------------------------------------------------------------
+# the declarations
+# ----------------------------------------------------------------------------------------------
+
+
+def _declaration_of(claim_id: str) -> str:
+    """The declaration (id template) a filed id comes from: the id itself, else the one template that matches."""
+    import re
+
+    if claim_id in claims.CLAIMS:
+        return claim_id
+    found = []
+    for template in claims.CLAIMS:
+        pattern = re.escape(template)
+        for field in re.findall(r"\\\{[^}]*\\\}", pattern):
+            pattern = pattern.replace(field, r"[^.]+(?:\.\d+)?")
+        if re.fullmatch(pattern, claim_id):
+            found.append(template)
+    assert len(found) == 1, (claim_id, found)
+    return found[0]
+
+
+def test_the_table_declares_every_claim_once_with_its_kind_and_setting():
+    assert isinstance(claims.CLAIMS, DeclarationTable) and claims.CLAIMS.paper == "evit"
+    kinds = {d.kind for d in claims.CLAIMS.values()}
+    assert kinds <= {"paper claim", "consistency check", "our hypothesis"}
+    assert claims.CLAIMS["evit.tokens.deit_s.keep0.7.{reducer}"].kind == "consistency check"
+    assert claims.CLAIMS["evit.warmup.negligible"].on_rule_holds == "supported"
+    for d in claims.CLAIMS.values():
+        assert d.quote.startswith(("\"", "none: our hypothesis", "README", "DeiT-B")), d.id
+        assert (d.rule is None) == (d.would_decide is not None) or d.id == "evit.top1.deit_s.keep0.7", d.id
+        if d.setting == "proxy" and d.section in ("§6a", "§7", "§8", "§9"):
+            assert d.premises[-2:] == (calibration.PROXY_CHOSEN, calibration.PROXY_BAR), d.id
+    assert claims.CLAIMS["evit.t2.fusion_beats_drop.keep{keep:g}.off_the_shelf.synthbirds"].premises[-1] == \
+        calibration.FINE_GRAINED_BAR
+    for d in claims.CLAIMS.values():
+        if d.section == "§6b":
+            assert d.premises[0] == proxies.MOVED
+
+
+def test_the_committed_report_files_every_declaration_and_nothing_undeclared():
+    filed = [c["id"] for c in json.loads((REPO / "reports/01_evit/results.json").read_text())["claims"]]
+    used = {_declaration_of(i) for i in filed}
+    paper_only = {d.id for d in claims.CLAIMS.values() if d.id.startswith("evit.paper_scale.")}
+    assert set(claims.CLAIMS) - used == paper_only      # the paper profile's runs are not filed at default
+    assert len(filed) == 54
+
+
+def test_the_paper_scale_declarations_decide_the_printed_top1():
+    for k, row in EVIT["deit_small_patch16_224"]["keep"].items():
+        for cid, column in ((f"evit.paper_scale.top1.deit_s.keep{k:g}", "top1"),
+                            (f"evit.paper_scale.top1.deit_s.keep{k:g}.dropped", "top1_no_fusion")):
+            d = claims.CLAIMS[cid]
+            assert d.premises == (paper_runs.FULL_SCHEDULE,)
+            assert d.rule.decide(row[column], row[column] - 0.1, row[column] + 0.1).verdict == "reproduced"
+            assert d.rule.decide(row[column] - 1, row[column] - 1.2, row[column] - 0.8).verdict == "not reproduced"
+
+
+# ----------------------------------------------------------------------------------------------
+# comparisons and the claim functions, each driven to the verdicts it can give
+# ----------------------------------------------------------------------------------------------
 
 
 def _preds(correct: list[int]) -> Predictions:
@@ -44,47 +119,18 @@ def _preds(correct: list[int]) -> Predictions:
     return Predictions(logits, labels)
 
 
-def _study(full: Predictions, n_max: int = 0) -> evit.SmallViT:
-    return evit.SmallViT(base=None, info={}, recipe=None, data=None, x_raw=None, y=full.labels, X=None, device="cpu",
-                         eval_batch=8, seed=0, margin_pp=0.5, full=full, name="proxy", n_max=n_max,
-                         max_scale="the full test split" if n_max else "")
+def _study(full: Predictions, n_max: int = 0) -> proxies.EvaluatedModel:
+    return proxies.EvaluatedModel(base=None, info={}, recipe=None, data=None, x_raw=None, y=full.labels, X=None,
+                                  device="cpu", eval_batch=8, seed=0, margin_pp=0.5, full=full, name="proxy",
+                                  n_max=n_max, max_scale="the full test split" if n_max else "")
 
 
-def test_compare_and_ci_row_in_points():
-    rng = np.random.default_rng(0)
-    a = _preds(list(rng.random(400) < 0.9))
-    b = _preds(list(rng.random(400) < 0.6))
-    st = _study(a)
-    c = st.compare(a, b)
-    assert c["seeds"] == 1 and c["low"] < c["diff"] < c["high"] and c["low"] > 0 and c["p"] < 0.05
-    assert verdicts.Direction(">", test=True).decide(c["diff"], c["low"], c["high"], p=c["p"]).verdict == "reproduced"
-    c2 = st.compare([a, a, a], [b, b, b])
-    assert c2["seeds"] == 3 and c2["p"] is None and c2["per_seed_diff"][0] == pytest.approx((c["diff"]) / 100, abs=1e-4)
-    row = st.ci_row(a)
-    assert row["agreement"] == 100 and row["top1_low"] <= row["top1"] <= row["top1_high"] and row["seeds"] == 1
-
-
-def test_every_part_combines_as_the_old_rule():
-    yes, no = verdicts.Decision("reproduced", "", "r"), verdicts.Decision("not reproduced", "against", "r")
-    maybe = verdicts.Decision("inconclusive", "noise", "r")
-    assert evit._every_part([("a", yes), ("b", yes)])[0].verdict == "reproduced"
-    assert evit._every_part([("a", maybe), ("b", no)])[0].verdict == "not reproduced"
-    d, why = evit._every_part([("a", yes), ("b", maybe)], held="equivalent")
-    assert d.verdict == "inconclusive" and why == "a: equivalent; b: noise"
-
-
-# ----------------------------------------------------------------------------------------------
-# issue 13: the claim functions, each driven to every verdict it can give on constructed inputs
-# ----------------------------------------------------------------------------------------------
-
-import pandas as pd
-
-from tokenprune.study import report
-from tokenprune.study.paper_numbers import EVIT
-
-
-def _rep(profile="smoke"):
-    return report.Report("01_evit", profile=profile)
+def _rep(profile="smoke", failing: tuple = ()):
+    """A report with the calibration premises registered, holding but those named in ``failing``."""
+    rep = report.Report("01_evit", profile=profile)
+    for name in (calibration.PROXY_CHOSEN, calibration.PROXY_BAR, calibration.FINE_GRAINED_BAR):
+        rep.add_premise(verdicts.Premise(name, name not in failing, "constructed"))
+    return rep
 
 
 def _verdicts(rep):
@@ -100,29 +146,51 @@ def _pair(n_a: int, n_b: int, n: int = 400, both: int = 0) -> tuple[Predictions,
     return _preds(a), _preds(b)
 
 
+def test_compare_and_ci_row_in_points():
+    rng = np.random.default_rng(0)
+    a = _preds(list(rng.random(400) < 0.9))
+    b = _preds(list(rng.random(400) < 0.6))
+    st = _study(a)
+    c = st.compare(a, b)
+    assert c.seeds == 1 and c.low < c.diff < c.high and c.low > 0 and c.p < 0.05
+    assert verdicts.Direction(">", test=True).decide(c.diff, c.low, c.high, p=c.p).verdict == "reproduced"
+    c2 = st.compare([a, a, a], [b, b, b])
+    assert c2.seeds == 3 and c2.p is None and c2.per_seed_diff[0] == pytest.approx(c.diff / 100, abs=1e-4)
+    assert set(c.row()) == {"diff", "low", "high", "low90", "high90", "p", "seeds", "n01", "n10"}
+    row = st.ci_row(a)
+    assert row["agreement"] == 100 and row["top1_low"] <= row["top1"] <= row["top1_high"] and row["seeds"] == 1
+
+
+def test_all_parts_combines_every_part():
+    yes, no = verdicts.Decision("reproduced", "", "r"), verdicts.Decision("not reproduced", "against", "r")
+    maybe = verdicts.Decision("inconclusive", "noise", "r")
+    rule = claims.parts_rule
+    assert studies.all_parts(rule, [("a", yes), ("b", yes)])[0].decision.verdict == "reproduced"
+    assert studies.all_parts(rule, [("a", maybe), ("b", no)])[0].decision.verdict == "not reproduced"
+    g, parts = studies.all_parts(rule, [("a", yes), ("b", maybe)])
+    assert g.decision.verdict == "inconclusive" and parts["b"]["verdict"] == "inconclusive" and g.design is None
+
+
 def test_speedup_decision_gives_every_verdict():
-    d = evit.speedup_decision
+    d = efficiency.speedup_decision
     assert d(1.5, 1.52, 1.46, 1.58, 5).verdict == "reproduced"
     assert d(1.5, 1.07, 1.05, 1.09, 5).verdict == "not reproduced"          # a 7 % speedup is not a 50 % one
     assert d(1.5, 1.9, 1.8, 1.95, 5).verdict == "not reproduced"
-    wide = d(1.5, 1.3, 1.0, 1.6, 5)
-    assert wide.verdict == "inconclusive" and "resolves" in wide.why
-    few = d(1.5, 1.5, 1.5, 1.5, 1)
-    assert few.verdict == "inconclusive" and "3 timing rounds" in few.why
-    assert "10%" in wide.rule and "magnitude" in wide.rule
+    assert d(1.5, 1.3, 1.0, 1.6, 5).verdict == "inconclusive"               # wider than the band
+    assert d(1.5, 1.5, 1.5, 1.5, 1).verdict == "inconclusive"               # fewer than 3 rounds
+    assert claims.speedup_rule(1.5).tolerance == pytest.approx(0.15)
 
 
 def test_fusion_claims_follow_the_papers_side_at_every_keep_rate():
-    assert evit.paper_fusion_side(0.9) == (-0.1, "<") and evit.paper_fusion_side(0.7) == (0.1, ">")
+    assert experiments.paper_fusion_side(0.9) == (-0.1, "<") and experiments.paper_fusion_side(0.7) == (0.1, ">")
     fused_ahead = _pair(40, 5, both=300)
     tie = _pair(10, 10, both=300)
     full = _preds([1] * 400)
-    st = _study(full)
-    P = {"fuse@0.9": fused_ahead[0], "drop@0.9": fused_ahead[1],     # paper: dropping ahead -> not reproduced
-         "fuse@0.8": tie[0], "drop@0.8": tie[1],                     # straddles 0 -> inconclusive
-         "fuse@0.7": fused_ahead[0], "drop@0.7": fused_ahead[1]}     # paper: fusion ahead -> reproduced
+    preds = {"fuse@0.9": fused_ahead[0], "drop@0.9": fused_ahead[1],     # paper: dropping ahead -> fails
+             "fuse@0.8": tie[0], "drop@0.8": tie[1],                     # straddles 0 -> undecided
+             "fuse@0.7": fused_ahead[0], "drop@0.7": fused_ahead[1]}     # paper: fusion ahead -> holds
     rep = _rep()
-    evit.fusion_claims(rep, st, P)
+    experiments.fusion_claims(rep, _study(full), preds)
     v = _verdicts(rep)
     assert v["evit.t2.drop_beats_fusion.keep0.9.off_the_shelf"] == "not reproduced"
     # a tie on 400 images cannot resolve the paper's 0.1 points even at the full split (here: these 400 images)
@@ -133,33 +201,26 @@ def test_fusion_claims_follow_the_papers_side_at_every_keep_rate():
     assert set(v) == {f"evit.t2.{'drop_beats_fusion' if k in (0.9, 0.6) else 'fusion_beats_drop'}.keep{k:g}"
                       f".off_the_shelf" for k in EVIT["deit_small_patch16_224"]["keep"]}
     c = next(c for c in rep.claims if c.id.endswith("keep0.8.off_the_shelf"))
-    assert "direction claim about a 0.1-point difference" in c.statement
-    assert c.design["effect_in_dispute"] == pytest.approx(0.1) and c.design["unit"] == "images"
-    assert c.design["n"] == 400 and "needs about" in c.why
+    assert c.paper_value == pytest.approx(0.1) and c.kind == "paper claim" and c.setting == "proxy"
+    assert c.design["effect_in_dispute"] == pytest.approx(0.1) and c.design["unit"] == "images" and c.design["n"] == 400
+    assert all(len(c.why) <= 200 for c in rep.claims)
     # a split large enough to resolve 0.1 points: the same tie stays inconclusive (underpowered at this run's n)
     rep = _rep()
-    evit.fusion_claims(rep, _study(full, n_max=10**6), P)
+    experiments.fusion_claims(rep, _study(full, n_max=10**6), preds)
     c = next(c for c in rep.claims if c.id.endswith("keep0.8.off_the_shelf"))
-    assert c.verdict == "inconclusive" and "underpowered" in c.why and c.design["n_max"] == 10**6
-
-
-def test_fusion_claim_premise_makes_it_inconclusive():
-    a, b = _pair(40, 5, both=300)
-    st = _study(_preds([1] * 400))
-    c = st.compare(a, b)
-    rep = _rep()
-    evit.fusion_claim(rep, c, 0.7, "x.held", "s", "w", premise=verdicts.Premise("p", True))
-    evit.fusion_claim(rep, c, 0.7, "x.failed", "s", "w", premise=verdicts.Premise("own data", False, "15 % vs 51 %"))
-    v = _verdicts(rep)
-    assert v == {"x.held": "reproduced", "x.failed": "inconclusive"}
-    assert "premise failed: own data" in rep.claims[1].why
+    assert c.verdict == "inconclusive" and c.design["n_max"] == 10**6
+    # the calibration premises are declared: where they fail, every claim on the proxy is inconclusive
+    rep = _rep(failing=(calibration.PROXY_BAR,))
+    experiments.fusion_claims(rep, _study(full), preds)
+    assert set(_verdicts(rep).values()) == {"inconclusive"}
+    assert rep.claims[0].details["rule alone"]["verdict"] == "fails"
 
 
 def test_own_test_premise():
     info = {"test": {"accuracy": 0.5, "ci95": [0.45, 0.55], "n": 400}}
-    assert evit.own_test_premise(_preds([1, 0] * 200), info, 0).holds
-    low = evit.own_test_premise(_preds([1] + [0] * 399), info, 0)
-    assert not low.holds and "checkpoint 50.00 %" in low.detail
+    assert experiments.own_test_premise(_preds([1, 0] * 200), info, 0).holds
+    low = experiments.own_test_premise(_preds([1] + [0] * 399), info, 0)
+    assert not low.holds and low.name == claims.OWN_TEST
 
 
 def test_removal_claim_gives_every_verdict():
@@ -167,11 +228,11 @@ def test_removal_claim_gives_every_verdict():
                                         (10, 10, 10**6, "inconclusive"), (10, 10, 0, "not testable here")):
         full, drop = _pair(n_full, n_drop, both=300)
         rep = _rep()
-        evit.removal_claim(rep, _study(full, n_max=n_max), {"drop@0.7": drop})
+        experiments.removal_claim(rep, _study(full, n_max=n_max), {"drop@0.7": drop})
         assert _verdicts(rep) == {"evit.t1.removal_without_training_hurts.keep0.7": want}
         assert rep.claims[0].design["effect_in_dispute"] == 0.5
     rep = _rep()
-    evit.removal_claim(rep, _study(full), {})
+    experiments.removal_claim(rep, _study(full), {})
     assert rep.claims[0].verdict == "not testable here"
 
 
@@ -189,9 +250,9 @@ def _ranked(ranks: list[int], n_cls: int = 10) -> Predictions:
 
 def test_top5_helpers():
     p = _ranked([0, 4, 5, 9])
-    assert evit.top5_correct(p).tolist() == [True, True, False, False]
-    assert evit.top5_view(p).correct.tolist() == [True, True, False, False]
-    table = evit.add_top5(pd.DataFrame({"config": ["unpruned"]}), {"unpruned": p}, 0)
+    assert experiments.top5_correct(p).tolist() == [True, True, False, False]
+    assert experiments.top5_view(p).correct.tolist() == [True, True, False, False]
+    table = experiments.add_top5(pd.DataFrame({"config": ["unpruned"]}), {"unpruned": p}, 0)
     assert table.top5[0] == 50.0 and table.top5_low[0] <= 50 <= table.top5_high[0]
 
 
@@ -204,25 +265,21 @@ def test_top5_claim_gives_every_verdict():
     }
     for want, (full_r, fused_r) in cases.items():
         rep = _rep()
-        st = _study(_ranked(full_r))
-        evit.top5_claim(rep, st, {"fuse@0.7": _ranked(fused_r)})
+        experiments.top5_claim(rep, _study(_ranked(full_r)), {"fuse@0.7": _ranked(fused_r)})
         c = rep.claims[0]
         assert c.verdict == want, (want, c.why)
-        if want == "inconclusive":
-            assert "ceiling" in c.why
+        assert c.premises[0] == claims.TOP5_NOT_AT_CEILING
+        assert ("rule alone" in (c.details or {})) == (want == "inconclusive")
     rep = _rep()
-    evit.top5_claim(rep, _study(_ranked([0])), {})
+    experiments.top5_claim(rep, _study(_ranked([0])), {})
     assert rep.claims[0].verdict == "not testable here"
 
 
 def test_oracle_premise():
-    good = evit.oracle_premise({"diff": 2.0, "low": 0.5, "high": 3.5})
-    bad = evit.oracle_premise({"diff": -1.0, "low": -2.5, "high": 0.4})
-    assert good.holds and not bad.holds
-    yes = verdicts.Decision("reproduced", "", "r")
-    assert good.gate(yes).verdict == "reproduced"
-    d = bad.gate(verdicts.Decision("not reproduced", "worse", "r"))
-    assert d.verdict == "inconclusive" and "the oracle guides better" in d.why
+    good = studies.oracle_premise(proxies.Comparison(2.0, 0.5, 3.5, 0.6, 3.4, None, 1))
+    bad = studies.oracle_premise(proxies.Comparison(-1.0, -2.5, 0.4, -2.3, 0.2, None, 1))
+    assert good.holds and not bad.holds and good.name == claims.ORACLE_GUIDES
+    assert bad.gate(verdicts.Decision("not reproduced", "worse", "r")).verdict == "inconclusive"
 
 
 def _small_vit():
@@ -232,26 +289,26 @@ def _small_vit():
 
 
 def _patch_adding_parameters(monkeypatch, n: int) -> None:
-    """Make the audit's ``patch`` register an ``extra`` parameter of ``n`` elements (a patch that adds parameters)."""
-    real_patch = evit.patch
+    """Make the efficiency module's ``patch`` register an ``extra`` parameter of ``n`` elements."""
+    real_patch = efficiency.patch
 
     def patch_adding(model, **kw):
         real_patch(model, **kw)
         model.register_parameter("extra", torch.nn.Parameter(torch.zeros(n)))
         return model
 
-    monkeypatch.setattr(evit, "patch", patch_adding)
+    monkeypatch.setattr(efficiency, "patch", patch_adding)
 
 
 def test_no_parameters_claim(monkeypatch):
     rep = _rep()
-    out = evit.no_parameters_claim(rep, _small_vit())
+    out = efficiency.no_parameters_claim(rep, _small_vit())
     assert rep.claims[0].verdict == "reproduced" and out["after"]["new_names"] == [] and rep.claims[0].our_value == 0
     _patch_adding_parameters(monkeypatch, 3)
     rep = _rep()
-    evit.no_parameters_claim(rep, _small_vit())
+    efficiency.no_parameters_claim(rep, _small_vit())
     c = rep.claims[0]
-    assert c.verdict == "not reproduced" and c.our_value == 3 and "extra" in c.why
+    assert c.verdict == "not reproduced" and c.our_value == 3 and c.details["after"]["new_names"] == ["extra"]
 
 
 def _macs(fuse: dict, drop: dict, model="deit_small_patch16_224") -> pd.DataFrame:
@@ -266,7 +323,8 @@ def test_fusion_overhead_claim():
     drop = {k: round(4.6 * k, 1) + 0.01 for k in keeps}  # 4.15, 3.69, ... : 0.04 GMACs below the next print step
     for extra, want in ((0.02, "reproduced"), (0.06, "not reproduced")):
         rep = _rep()
-        table = evit.fusion_overhead_claim(rep, _macs({k: g + extra for k, g in drop.items()}, drop))
+        fused = {k: g + extra for k, g in drop.items()}
+        table = efficiency.fusion_overhead_claim(rep, _macs(fused, drop))
         assert rep.claims[0].verdict == want and len(table) == 5, rep.claims[0].why
         assert rep.claims[0].our_value == pytest.approx(max(extra / drop[k] for k in keeps if k < 1), abs=1e-5)
 
@@ -276,56 +334,45 @@ def test_oracle_init_macs_claim():
     for g07, want in ((4.6 * 0.64, "reproduced"), (4.6 * 0.70, "not reproduced")):
         fuse = {k: 4.6 * (1 - 0.1 * (1 - k) / 0.1 * 0.02) for k in keeps} | {0.7: g07}
         rep = _rep()
-        out = evit.oracle_init_macs_claim(rep, _macs(fuse, fuse))
+        out = efficiency.oracle_init_macs_claim(rep, _macs(fuse, fuse))
         assert rep.claims[0].verdict == want and out["nearest"] == 0.7, rep.claims[0].why
-        assert 0.6 < out["keep_needed"] < 0.75
+        assert 0.6 < out["keep_needed"] < 0.75 and rep.claims[0].paper_value == pytest.approx(36.0)
 
 
 def test_dynamicvit_claims(monkeypatch):
     t = {0.7: 3.0}
     for evit_g, want in ((3.09, "reproduced"), (2.5, "not reproduced")):
         rep = _rep()
-        table = evit.dynamicvit_claims(rep, _macs({0.7: evit_g}, t))
+        table = efficiency.dynamicvit_claims(rep, _macs({0.7: evit_g}, t))
         v = _verdicts(rep)
-        assert v["evit.t7.fewer_params_than_dynamicvit"] == "reproduced"
+        assert v["evit.t7.fewer_params_than_dynamicvit"] == "consistent"       # a consistency check's word
         assert v["evit.t7.same_macs_as_dynamicvit.keep0.7"] == want
         assert table.parameters[1] > table.parameters[0]
     _patch_adding_parameters(monkeypatch, 10_000_000)
     rep = _rep()
-    evit.dynamicvit_claims(rep, _macs({0.7: 3.0}, t))
-    assert _verdicts(rep)["evit.t7.fewer_params_than_dynamicvit"] == "not reproduced"
+    efficiency.dynamicvit_claims(rep, _macs({0.7: 3.0}, t))
+    assert _verdicts(rep)["evit.t7.fewer_params_than_dynamicvit"] == "inconsistent"
 
 
-def test_pending_training_claims_are_not_testable_with_what_it_takes():
+def test_training_claims_are_not_testable_with_what_would_decide_them():
     rep = _rep()
-    ids = evit.pending_training_claims(rep)
+    ids = paper_scale.training_claims(rep)
     assert "evit.top1.deit_s.keep0.7" not in ids and "evit.top1.deit_s.keep0.7.dropped" in ids
     assert {"evit.t4.longer_training_improves", "evit.t6.oracle_init_accuracy", "evit.t7.beats_dynamicvit_accuracy",
-            "evit.t8.deit_b_cost_keep0.8", "evit.t9.fusion_beats_drop_high_res", "evit.t12.finetune_high_res"} <= set(ids)
+            "evit.t8.deit_b_cost_keep0.8", "evit.t9.fusion_beats_drop_high_res",
+            "evit.t12.finetune_high_res"} <= set(ids)
     for c in rep.claims:
-        assert c.verdict == "not testable here" and c.why.startswith("pending issue 14 (real training): ")
-    assert next(c for c in rep.claims if c.id == "evit.t8.deit_b_cost_keep0.8").paper_value == 0.1
-
-
-def test_eval_data_uses_every_setting_of_the_recipe():
-    from tokenprune.data import synthetic
-    from tokenprune.training import base_models
-
-    recipe = base_models.smoke_recipes()["small_vit_parts_smoke"]
-    kw = dict(recipe.dataset_kwargs)
-    assert kw["scale_range"] and "n_distractors" in kw
-    test = base_models.eval_data(recipe, 4)
-    full = base_models.load_recipe_data(recipe)["test"]
-    assert len(test) == 4 and np.array_equal(np.asarray(test["image"]), np.asarray(full["image"])[:4])
-    gen = {k: v for k, v in kw.items() if k not in ("n_train", "n_val", "n_test")}
-    default_cfg = synthetic.part_dataset(0, 0, 4, seed=gen["seed"], img_size=gen["img_size"])["test"]
-    assert not np.array_equal(np.asarray(test["image"]), np.asarray(default_cfg["image"]))  # the settings matter
-    with pytest.raises(ValueError, match="test images"):
-        base_models.eval_data(recipe, kw["n_test"] + 1)
+        assert c.verdict == "not testable here" and c.would_decide and c.setting == "paper-scale run"
+    by_id = {c.id: c for c in rep.claims}
+    assert by_id["evit.t8.deit_b_cost_keep0.8"].paper_value == 0.1
+    assert by_id["evit.top1.deit_s.keep0.9.dropped"].paper_value == 79.9
+    assert by_id["evit.t6.oracle_init_accuracy"].paper_value == 80.7
+    rep = _rep()
+    paper_scale.paper_scale_accuracy(rep, SimpleNamespace(profile="default"))
+    assert _verdicts(rep) == {"evit.top1.deit_s.keep0.7": "not testable here"} and rep.claims[0].paper_value == 79.5
 
 
 def test_training_throughput_claim_gives_every_verdict(monkeypatch):
-    from tokenprune.core.patch import patch
     from tokenprune.measure import throughput as bench
 
     def fake(base_rounds, evit_rounds):
@@ -337,36 +384,31 @@ def test_training_throughput_claim_gives_every_verdict(monkeypatch):
 
     model = patch(_small_vit(), keep_rate=1.0)
     x = torch.randn(8, 1, 28, 28)
-    st = evit.SmallViT(base=model, info={}, recipe=None, data=None, x_raw=None, y=torch.zeros(8, dtype=torch.long), X=x,
-                       device="cpu", eval_batch=8, seed=0, margin_pp=0.5)
+    st = proxies.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=None,
+                                y=torch.zeros(8, dtype=torch.long), X=x, device="cpu", eval_batch=8, seed=0,
+                                margin_pp=0.5)
     cfg = SimpleNamespace(small_bench_batch=8, train_bench_rounds=5, seed=0, profile="default")
     base = [100, 101, 99, 100, 102]
     for evit_rounds, want in (([130, 131, 129, 133, 128], "reproduced"), ([80, 81, 79, 82, 78], "not reproduced"),
                               ([90, 112, 95, 108, 101], "inconclusive")):
-        monkeypatch.setattr(evit, "_train_results", fake(base, evit_rounds))
+        monkeypatch.setattr(timing, "_train_results", fake(base, evit_rounds))
         rep = _rep("default")
-        evit.training_throughput(rep, st, cfg)
+        timing.training_throughput(rep, st, cfg)
         c = rep.claims[0]
         assert c.id == "evit.t11.trains_faster.keep0.7" and c.timed and c.verdict == want, (want, c.why)
-    monkeypatch.setattr(evit, "_train_results", fake([100], [130]))
+        assert c.unit == "training images/s, EViT keep 0.7 / unpruned (small ViT)"
+    monkeypatch.setattr(timing, "_train_results", fake([100], [130]))
     rep = _rep("smoke")
-    evit.training_throughput(rep, st, cfg)
-    assert rep.claims[0].verdict == "inconclusive" and "3 timing rounds" in rep.claims[0].why
+    timing.training_throughput(rep, st, cfg)
+    assert rep.claims[0].verdict == "inconclusive"
 
 
 def test_training_results_time_real_steps():
-    from tokenprune.core.patch import patch
-
     ms = {"keep=1": patch(_small_vit(), keep_rate=1.0), "keep=0.7": patch(_small_vit(), keep_rate=0.7)}
-    res = evit._train_results(ms, torch.randn(4, 1, 28, 28), torch.zeros(4, dtype=torch.long), rounds=2, warmup=0,
-                              steps=1)
+    res = timing._train_results(ms, torch.randn(4, 1, 28, 28), torch.zeros(4, dtype=torch.long), rounds=2, warmup=0,
+                                steps=1)
     assert [r.label for r in res] == list(ms) and all(len(r.rounds) == 2 and r.img_per_s > 0 for r in res)
     assert "load_before" in res[0].extra
-
-
-# ----------------------------------------------------------------------------------------------
-# issue 14: designs, the detectability gate, the cached fine-tunes and the moved-model premise
-# ----------------------------------------------------------------------------------------------
 
 
 def _seeds(rights: list[int], n: int = 400) -> list[Predictions]:
@@ -379,7 +421,7 @@ def test_design_of_one_model_and_of_seeds():
     d = _study(a, n_max=10000).design(a, b)
     assert (d.unit, d.n, d.n_max, d.max_scale) == ("images", 400, 10000, "the full test split")
     assert d.sd == pytest.approx(float(np.std(100 * (a.correct.astype(float) - b.correct.astype(float)), ddof=1)))
-    assert d.mde_at_max < d.mde and "400 paired per-image differences" in d.sd_source
+    assert d.mde_at_max < d.mde
     assert _study(a).design(a, b).n_max == 400                          # no split given: these images
     s = _study(a).design(_seeds([300, 310, 290]), _seeds([280, 280, 285]))
     per_seed = 100 * (np.array([300, 310, 290]) - np.array([280, 280, 285])) / 400
@@ -395,34 +437,34 @@ def test_gated_gives_not_testable_underpowered_and_lets_decisions_and_premises_t
     a, b = _pair(10, 10, both=300)
     weak = _study(a).design(a, b)                           # MDE ~3 points, at most 400 images
     strong = _study(a, n_max=10**6).design(a, b)
-    g = evit.gated(maybe, 0.5, weak)
-    assert g["decision"].verdict == "not testable here" and g["design"]["effect_in_dispute"] == 0.5
-    g = evit.gated(maybe, 0.5, strong)
-    assert g["decision"].verdict == "inconclusive" and "underpowered" in g["decision"].why
-    assert evit.gated(yes, 0.5, weak)["decision"].verdict == "reproduced"
-    g = evit.gated(maybe, 0.5, weak, verdicts.Premise("moved", False, "no"))
-    assert g["decision"].verdict == "inconclusive" and g["decision"].why.startswith("premise failed: moved")
-    assert evit.gated(yes, -0.1, weak)["design"]["effect_in_dispute"] == 0.1   # a signed paper difference
+    g = proxies.gated(maybe, 0.5, weak)
+    assert g.decision.verdict == "not testable here" and g.design["effect_in_dispute"] == 0.5
+    assert proxies.gated(maybe, 0.5, strong).decision.verdict == "inconclusive"
+    assert proxies.gated(yes, 0.5, weak).decision.verdict == "reproduced"
+    g = proxies.gated(maybe, 0.5, weak, [verdicts.Premise("moved", False, "no")])
+    assert g.decision.verdict == "inconclusive"
+    assert proxies.gated(yes, -0.1, weak).design["effect_in_dispute"] == 0.1   # a signed paper difference
+    assert proxies.gated(maybe, 0.5, None).design is None
 
 
-def test_claim_parts_gate_on_the_binding_design():
+def test_all_parts_gate_on_the_binding_design():
     maybe = verdicts.Decision("inconclusive", "noise", "r")
     yes = verdicts.Decision("reproduced", "", "r")
     a, b = _pair(10, 10, both=300)
     big = _study(a, n_max=10**6).design(a, b)
     small = _study(a).design(a, b)
-    out = evit._claim_parts([("x", yes), ("y", maybe)], effect=0.5, designs=[big, small])
-    assert out["decision"].verdict == "not testable here" and out["design"]["n_max"] == 400
-    out = evit._claim_parts([("x", yes), ("y", maybe)], effect=0.5, designs=[big])
-    assert out["decision"].verdict == "inconclusive"
-    assert "design" not in evit._claim_parts([("x", yes), ("y", maybe)])
+    g, _ = studies.all_parts(claims.parts_rule, [("x", yes), ("y", maybe)], 0.5, [big, small])
+    assert g.decision.verdict == "not testable here" and g.design["n_max"] == 400
+    g, _ = studies.all_parts(claims.parts_rule, [("x", yes), ("y", maybe)], 0.5, [big])
+    assert g.decision.verdict == "inconclusive"
 
 
 def test_moved_premise_and_variance_ratio_detectable():
-    assert evit.moved_premise({"diff": 2.0, "low": 0.4, "high": 3.6}).holds
-    bad = evit.moved_premise({"diff": -0.22, "low": -0.95, "high": 0.58})
-    assert not bad.holds and "-0.22 [-0.95, +0.58]" in bad.detail
-    r5, r10 = evit.variance_ratio_detectable(5, 5), evit.variance_ratio_detectable(10, 10)
+    assert proxies.moved_premise({"x": proxies.Comparison(2.0, 0.4, 3.6, 0.5, 3.5, None, 5)}).holds
+    bad = proxies.moved_premise({"x": proxies.Comparison(-0.22, -0.95, 0.58, -0.8, 0.4, None, 5)})
+    assert not bad.holds and bad.name == proxies.MOVED
+    assert not proxies.moved_premise({"x": None}).holds
+    r5, r10 = experiments.variance_ratio_detectable(5, 5), experiments.variance_ratio_detectable(10, 10)
     assert r5 > r10 > 1 and 10 < r5 < 30
 
 
@@ -430,14 +472,16 @@ _FT_IDS = ("evit.t2.fusion_beats_drop.keep0.7.finetuned", "evit.t2.fusion_smalle
            "evit.warmup.negligible", "evit.t2.cost.keep0.7.finetuned")
 
 
-def _ft_claims(FT: dict, off_fuse: int = 200) -> dict:
+def _ft_claims(finetuned: dict, off_fuse: int = 200) -> dict:
     full = _preds([1] * 390 + [0] * 10)
     rep = _rep()
     cfg = SimpleNamespace(ft_keep=0.7, margin_pp=0.5, profile="default", finetune_seeds=[0, 1, 2, 3, 4],
                           proxy_model="vit_s14_fmnist_ft")
-    cmp = evit.finetune_claims(rep, _study(full, n_max=10000), cfg, FT, {"fuse@0.7": _seeds([off_fuse])[0]})
+    cmp = experiments.finetune_claims(rep, _study(full, n_max=10000), cfg, finetuned,
+                                      {"fuse@0.7": _seeds([off_fuse])[0]})
     assert set(cmp) == {"fuse - drop (fine-tuned)", "warm-up - no warm-up", "unpruned - fuse (fine-tuned; the cost)",
                         "fine-tuned - off-the-shelf fuse"}
+    assert rep.premise(proxies.MOVED).holds == (cmp["fine-tuned - off-the-shelf fuse"].low > 0)
     return {c.id: c for c in rep.claims}
 
 
@@ -445,27 +489,27 @@ def test_finetune_claims_give_every_verdict():
     fuse = [300, 302, 298, 301, 299]
     c = _ft_claims({"fuse70": _seeds(fuse), "drop70": _seeds([250, 270, 230, 260, 240]),
                     "fuse70_warm": _seeds(fuse), "unpruned": _seeds(fuse)})
-    assert [c[i].verdict for i in _FT_IDS] == ["reproduced"] * 4, [c[i].why for i in _FT_IDS]
+    assert [c[i].verdict for i in _FT_IDS] == ["reproduced", "reproduced", "supported", "reproduced"]
     assert c[_FT_IDS[0]].design["unit"] == "seeds" and c[_FT_IDS[0]].design["effect_in_dispute"] == pytest.approx(0.1)
-    assert c[_FT_IDS[1]].design is None and "variance ratio" in c[_FT_IDS[1]].why
+    assert c[_FT_IDS[1]].design is None and c[_FT_IDS[1]].details["seeds"] == 5
     assert c[_FT_IDS[2]].design["effect_in_dispute"] == 0.5 and c[_FT_IDS[3]].design["effect_in_dispute"] == 0.5
-    assert all("premise: the fine-tuning moved the model" in c[i].test for i in _FT_IDS)
-    assert "one pass over 16,384 training images each, training blocks.11, norm, fc_norm, head" in c[_FT_IDS[0]].why
+    assert all(c[i].premises[0] == proxies.MOVED for i in _FT_IDS)
+    assert c[_FT_IDS[0]].details["training images each"] == 16384
 
     wide = [300, 320, 280, 310, 290]
     c = _ft_claims({"fuse70": _seeds(wide), "drop70": _seeds([350, 351, 349, 350, 350]),
                     "fuse70_warm": _seeds([200] * 5), "unpruned": _seeds([390] * 5)}, off_fuse=100)
-    assert [c[i].verdict for i in _FT_IDS] == ["not reproduced"] * 4, [c[i].why for i in _FT_IDS]
+    assert [c[i].verdict for i in _FT_IDS] == ["not reproduced", "not reproduced", "not supported", "not reproduced"]
 
     c = _ft_claims({"fuse70": _seeds([300, 304, 296, 302, 298]), "drop70": _seeds([301, 297, 303, 299, 300]),
                     "fuse70_warm": _seeds(fuse), "unpruned": _seeds(fuse)})
-    assert c[_FT_IDS[0]].verdict == "not testable here" and "5 seeds" in c[_FT_IDS[0]].why
+    assert c[_FT_IDS[0]].verdict == "not testable here"
 
-    # the fine-tuning did not move the model: every claim is inconclusive with the premise named, whatever its data
+    # the fine-tuning did not move the model: every claim is inconclusive on that premise, whatever its data
     c = _ft_claims({"fuse70": _seeds(fuse), "drop70": _seeds([250, 270, 230, 260, 240]),
                     "fuse70_warm": _seeds(fuse), "unpruned": _seeds(fuse)}, off_fuse=300)
     for i in _FT_IDS:
-        assert c[i].verdict == "inconclusive" and "premise failed: the fine-tuning moved the model" in c[i].why
+        assert c[i].verdict == "inconclusive" and "rule alone" in c[i].details
 
 
 def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatch):
@@ -478,27 +522,30 @@ def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatc
         return _small_vit().eval(), {"name": f"{condition}_s{seed}", "recipe_hash": "h", "sha256": "s",
                                      "test": {"accuracy": 0.5}, "train_time_s": 1.0}
 
-    monkeypatch.setattr(evit.tp_models, "load_finetuned", fake_load)
+    monkeypatch.setattr(experiments.tp_models, "load_finetuned", fake_load)
     applied = []
-    real_apply = evit.PruneConfig.apply
+    real_apply = PruneConfig.apply
 
     def apply(self, model, *a, **kw):
         applied.append((self.keep_rate, self.reducer))
         return real_apply(self, model, *a, **kw)
 
-    monkeypatch.setattr(evit.PruneConfig, "apply", apply)
+    monkeypatch.setattr(PruneConfig, "apply", apply)
     x = torch.randint(0, 255, (6, 1, 28, 28), dtype=torch.uint8)
-    model = evit.patch(_small_vit().eval(), keep_rate=1.0)
-    st = evit.SmallViT(base=model, info={}, recipe=None, data=None, x_raw=x, y=torch.zeros(6, dtype=torch.long),
-                       X=x.float() / 255, device="cpu", eval_batch=8, seed=0, margin_pp=0.5, name="proxy")
-    st = evit._predict_unpruned(st)
-    P = {"unpruned": st.full, "fuse@0.7": st.full, "drop@0.7": st.full}
-    cfg = SimpleNamespace(profile="smoke", finetune_seeds=[0, 1, 2], ft_keep=0.7, proxy_model="vit_s14_fmnist_ft_smoke")
-    FT, log, table = evit.cached_finetunes(st, cfg, P)
-    assert set(FT) == set(base_models.FINETUNE_CONDITIONS) and all(len(v) == 3 for v in FT.values())
-    assert {p for _, _, p, _ in seen} == {"smoke"} and {x for *_, x in seen} == {"s14"} and len(log) == 12 and set(log.sha256) == {"s"}
-    assert list(table.condition[:4]) == list(base_models.FINETUNE_CONDITIONS) and len(table) == 7
-    assert table.set_index("condition").loc["drop70", "reducer"] == "drop"
+    model = patch(_small_vit().eval(), keep_rate=1.0)
+    st = proxies.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=x,
+                                y=torch.zeros(6, dtype=torch.long), X=x.float() / 255, device="cpu", eval_batch=8,
+                                seed=0, margin_pp=0.5, name="proxy")
+    st = proxies.predict_unpruned(st)
+    preds = {"unpruned": st.full, "fuse@0.7": st.full, "drop@0.7": st.full}
+    cfg = SimpleNamespace(profile="smoke", finetune_seeds=[0, 1, 2], ft_keep=0.7,
+                          proxy_model="vit_s14_fmnist_ft_smoke")
+    ft = experiments.cached_finetunes(st, cfg, preds)
+    assert set(ft.preds) == set(base_models.FINETUNE_CONDITIONS) and all(len(v) == 3 for v in ft.preds.values())
+    assert {p for _, _, p, _ in seen} == {"smoke"} and {x for *_, x in seen} == {"s14"}
+    assert len(ft.log) == 12 and set(ft.log.sha256) == {"s"}
+    assert list(ft.table.condition[:4]) == list(base_models.FINETUNE_CONDITIONS) and len(ft.table) == 7
+    assert ft.table.set_index("condition").loc["drop70", "reducer"] == "drop"
     # each fine-tune is patched with its own condition before it is evaluated (then gmacs_of re-patches st.base)
     assert applied[:12] == [(k, red) for k, red, _ in base_models.FINETUNE_CONDITIONS.values() for _ in range(3)]
 
@@ -509,15 +556,26 @@ def test_higher_resolution_files_the_finetuned_claim_as_not_testable():
     model = _small_vit().eval()
     model.tp_preprocess = Preprocess(28, channels=1, mean=[0.5], std=[0.5])
     x = torch.randint(0, 255, (8, 1, 28, 28), dtype=torch.uint8)
-    evit.patch(model, keep_rate=1.0)
-    st = evit.SmallViT(base=model, info={}, recipe=None, data=None, x_raw=x, y=torch.zeros(8, dtype=torch.long),
-                       X=model.tp_preprocess(x), device="cpu", eval_batch=8, seed=0, margin_pp=0.5, name="fmnist",
-                       n_max=10000, max_scale="the full test split")
-    st = evit._predict_unpruned(st)
+    patch(model, keep_rate=1.0)
+    st = proxies.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=x,
+                                y=torch.zeros(8, dtype=torch.long), X=model.tp_preprocess(x), device="cpu",
+                                eval_batch=8, seed=0, margin_pp=0.5,
+                                name="fmnist", n_max=10000, max_scale="the full test split")
+    st = proxies.predict_unpruned(st)
     rep = _rep()
-    table = evit.higher_resolution(rep, st, SimpleNamespace(hires_img_size=32))
+    table = studies.higher_resolution(rep, st, SimpleNamespace(hires_img_size=32))
     c = {c.id: c for c in rep.claims}
-    assert len(table) == 3 and c["evit.t5.higher_res_equal_macs.finetuned"].verdict == "not testable here"
-    assert "needs models trained at 32 px" in c["evit.t5.higher_res_equal_macs.finetuned"].why
+    fine = c["evit.t5.higher_res_equal_macs.finetuned"]
+    assert len(table) == 3 and fine.verdict == "not testable here" and "32 px" in fine.would_decide
     off = c["evit.t5.higher_res_equal_macs.off_the_shelf"]
     assert off.design["effect_in_dispute"] == 1.0 and off.design["n_max"] == 10000
+    assert off.unit == "top-1 points (32 px EViT - 28 px unpruned)" and off.premises == [claims.HIRES_USABLE]
+
+
+def test_concise_keeps_a_why_to_one_short_sentence():
+    long = verdicts.Decision("not testable here", "difference +0.10 [-0.65, +0.83] points contains 0; " + "x" * 300,
+                             "r")
+    short, whole = filing.concise(long)
+    assert whole == long.why and len(short.why) <= filing.REASON_LIMIT and short.verdict == long.verdict
+    same, none = filing.concise(verdicts.Decision("reproduced", "fine", "r"))
+    assert same.why == "fine" and none is None
