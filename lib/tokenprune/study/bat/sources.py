@@ -57,7 +57,7 @@ def paper_scale_top1(rep: Any, cfg: Any, images: Any) -> pd.DataFrame:
                      **ci_columns(ci, "top1", 100), "paper_top1": _BAT_S["keep"][r]["top1"]})
         paper_runs.file_top1_claim(rep, CLAIMS[f"bat.paper_scale.top1.deit_s.keep{float(r):g}"], ci.estimate * 100,
                                    ci.low * 100, ci.high * 100, runs=[run],
-                                   why=f"{len(p.labels)} class-balanced ImageNet validation images, last epoch")
+                                   why=f"{len(p.labels)} ImageNet val images, last epoch")
     return pd.DataFrame(rows)
 
 
