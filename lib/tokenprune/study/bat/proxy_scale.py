@@ -75,7 +75,20 @@ class ProxyImages:
     max_scale: str
 
 
-def _paper_images(cfg: Any) -> tuple:
+@dataclass
+class _Loaded:
+    """A model with the data its images come from, before they are preprocessed."""
+
+    base: torch.nn.Module
+    info: dict
+    recipe: Any
+    train_split: Any
+    full_data: Any
+    n_split: Optional[int]
+    max_scale: str
+
+
+def _paper_images(cfg: Any) -> _Loaded:
     from tokenprune.data.datasets import class_balanced_indices
     from tokenprune.training import base_models as models
     from tokenprune.training.loop import Preprocess
@@ -87,11 +100,11 @@ def _paper_images(cfg: Any) -> tuple:
     test_split = models.load_recipe_data(recipe, data_root=cfg.imagenet_root)["test"]
     # class-balanced: every class as equally represented as the size allows
     idx = class_balanced_indices(test_split["label"], min(cfg.n_eval, len(test_split)), cfg.seed)
-    return base, info, recipe, None, test_split.select(idx.tolist()), None, \
-        f"the {len(idx)} ImageNet validation images this notebook uses"
+    return _Loaded(base, info, recipe, train_split=None, full_data=test_split.select(idx.tolist()), n_split=None,
+                   max_scale=f"the {len(idx)} ImageNet validation images this notebook uses")
 
 
-def _proxy_images(cfg: Any) -> tuple:
+def _proxy_images(cfg: Any) -> _Loaded:
     from tokenprune.training import base_models as models
     from tokenprune.training.loop import TrainRecipe, as_tensors
 
@@ -101,8 +114,9 @@ def _proxy_images(cfg: Any) -> tuple:
     # (section 6) draws from its training split
     ds = models.load_recipe_data(recipe)
     n_full = len(ds["test"]) if cfg.n_full == 0 else min(cfg.n_full, len(ds["test"]))
-    return base, info, recipe, ds["train"], as_tensors(ds["test"], subset=n_full, seed=cfg.seed), len(ds["test"]), \
-        f"the full test split of {cfg.proxy_model}"
+    return _Loaded(base, info, recipe, train_split=ds["train"],
+                   full_data=as_tensors(ds["test"], subset=n_full, seed=cfg.seed), n_split=len(ds["test"]),
+                   max_scale=f"the full test split of {cfg.proxy_model}")
 
 
 def load_images(cfg: Any) -> ProxyImages:
@@ -112,10 +126,11 @@ def load_images(cfg: Any) -> ProxyImages:
     claim-deciding comparisons, ``cfg.n_eval`` of them drawn with ``cfg.seed`` for the sweeps."""
     from tokenprune.training.loop import evaluate
 
-    base, info, recipe, train_split, full_data, n_split, max_scale = (
-        _paper_images(cfg) if cfg.profile == "paper" else _proxy_images(cfg))
-    full_images, full_labels = evaluate(base, full_data, batch=cfg.sweep_batch, dtype="fp32", forward=lambda x: x)
-    n_test = len(full_labels) if n_split is None else n_split
+    loaded = _paper_images(cfg) if cfg.profile == "paper" else _proxy_images(cfg)
+    base = loaded.base
+    full_images, full_labels = evaluate(base, loaded.full_data, batch=cfg.sweep_batch, dtype="fp32",
+                                        forward=lambda x: x)
+    n_test = len(full_labels) if loaded.n_split is None else loaded.n_split
     if cfg.n_eval >= len(full_labels):  # the sweep runs on every image (the paper profile): no copy
         images, labels = full_images, full_labels
     else:
@@ -123,8 +138,9 @@ def load_images(cfg: Any) -> ProxyImages:
                                                                               replace=False)))
         images, labels = full_images[sub], full_labels[sub]
     base.eval()
-    return ProxyImages(base=base, info=info, recipe=recipe, train_split=train_split, full_images=full_images,
-                       full_labels=full_labels, images=images, labels=labels, n_test=n_test, max_scale=max_scale)
+    return ProxyImages(base=base, info=loaded.info, recipe=loaded.recipe, train_split=loaded.train_split,
+                       full_images=full_images, full_labels=full_labels, images=images, labels=labels, n_test=n_test,
+                       max_scale=loaded.max_scale)
 
 
 @dataclass
