@@ -66,7 +66,7 @@ def test_shards_partition_the_batch(tiny):
     members = B.members_of(B.load_batch(spec), folder)
     parts = [B.shard(members, f"{i}/3") for i in range(3)]
     assert sorted(m.id for p in parts for m in p) == sorted(m.id for m in members)
-    with pytest.raises(ValueError, match="shard: expected i/n"):
+    with pytest.raises(ValueError, match="shard"):
         B.shard(members, "3/3")
 
 
@@ -75,8 +75,8 @@ def test_bad_study_parameters_are_refused_before_any_run(tmp_path):
 
     spec = tmp_path / "bad.yaml"
     spec.write_text(yaml.safe_dump({"notebook": "03", "profile": "smoke", "members": [{"no_such_setting": 1}]}))
-    with pytest.raises(ValueError, match="no_such_setting: not a parameter of this notebook"):
+    with pytest.raises(ValueError, match="no_such_setting"):
         B.members_of(B.load_batch(spec), REPO_ROOT / "notebooks")
     spec.write_text(yaml.safe_dump({"notebook": "03", "profile": "smoke", "runs": []}))
-    with pytest.raises(ValueError, match="unknown keys"):
+    with pytest.raises(ValueError, match="runs"):
         B.load_batch(spec)

@@ -8,13 +8,14 @@ from tokenprune.measure import throughput as T
 def test_keep_rate_out_of_range_is_refused(capsys):
     with pytest.raises(SystemExit):
         T.main(["--keep", "1.5"])
-    assert "keep rates lie in (0, 1]" in capsys.readouterr().err
+    assert "--keep" in capsys.readouterr().err
 
 
 def test_non_vit_model_is_refused(capsys):
     with pytest.raises(SystemExit):
         T.main(["--model", "resnet18", "--keep", "1.0"])
-    assert "not a timm VisionTransformer" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--model" in err and "resnet18" in err
 
 
 def test_every_option_has_help():
@@ -128,13 +129,14 @@ def test_benchmark_records_load_and_spread():
 def test_bench_refuses_a_missing_official_checkout_and_other_methods(tmp_path, capsys):
     with pytest.raises(SystemExit):
         T.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.7", "--official-evit", str(tmp_path)])
-    assert "evit.py not found" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--official-evit" in err and "evit.py" in err
     with pytest.raises(SystemExit):
         T.main(["--keep", "1.0", "0.7", "--official-evit", str(tmp_path), "--reducer", "drop"])
-    assert "cls_attention + fuse_attention" in capsys.readouterr().err
+    assert "--official-evit" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         T.main(["--batch", "0"])
-    assert "expected a positive int" in capsys.readouterr().err
+    assert "--batch" in capsys.readouterr().err
 
 
 def test_bench_several_batches_and_dtypes_with_targets(capsys, tmp_path):

@@ -72,15 +72,15 @@ def test_bf16_is_skipped_without_native_bf16_unless_forced(monkeypatch, capsys):
     rows = T.main(TINY + ["--keep", "1.0", "--dtype", "fp32", "bf16"])
     out = capsys.readouterr().out
     assert {r["dtype"] for r in rows} == {"fp32"}
-    assert any(line.startswith("bf16 skipped") and "--force-bf16" in line for line in out.splitlines())
+    assert any("bf16" in line and "--force-bf16" in line for line in out.splitlines())  # the skip names the option
     rows = T.main(TINY + ["--keep", "1.0", "--dtype", "fp32", "bf16", "--force-bf16"])
-    assert {r["dtype"] for r in rows} == {"fp32", "bf16"} and "bf16 skipped" not in capsys.readouterr().out
+    assert {r["dtype"] for r in rows} == {"fp32", "bf16"} and "--force-bf16" not in capsys.readouterr().out
 
 
 def test_bf16_runs_where_native(monkeypatch, capsys):
     monkeypatch.setattr(P, "native_bf16", lambda device_type="cpu": "AVX512-BF16")
     rows = T.main(TINY + ["--keep", "1.0", "--dtype", "bf16"])
-    assert {r["dtype"] for r in rows} == {"bf16"} and "bf16 skipped" not in capsys.readouterr().out
+    assert {r["dtype"] for r in rows} == {"bf16"} and "--force-bf16" not in capsys.readouterr().out
 
 
 def test_compile_adds_compiled_rows_at_batch_1_only(monkeypatch, capsys):
@@ -107,8 +107,8 @@ def test_compile_failure_is_printed_not_raised(monkeypatch, capsys):
     rows = T.main(TINY + ["--keep", "1.0", "0.7", "--compile"])
     out = capsys.readouterr().out
     assert not any(r["compiled"] for r in rows) and len(rows) == 2
-    line = next(line for line in out.splitlines() if line.startswith("torch.compile: not timed"))
-    assert "RuntimeError" in line and "C++ compiler not found" in line
+    line = next(line for line in out.splitlines() if "torch.compile" in line)  # one line: the error's kind and first line
+    assert "RuntimeError" in line and "C++ compiler not found" in line and "more detail" not in out
 
 
 EVIT, TOME = os.environ.get("TOKENPRUNE_OFFICIAL_EVIT"), os.environ.get("TOKENPRUNE_OFFICIAL_TOME")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -74,17 +75,17 @@ def test_idx_reads_handwritten_labels_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "raw, message",
+    "raw",
     [
-        (b"\x01\x00\x08\x01", "first two bytes"),
-        (bytes([0, 0, 0x42, 1, 0, 0, 0, 1, 0]), "type code"),
-        (bytes([0, 0, 8, 2, 0, 0, 0, 2]), "truncated"),
-        (bytes([0, 0, 8, 1, 0, 0, 0, 5, 1, 2]), "announces shape"),
+        pytest.param(b"\x01\x00\x08\x01", id="magic"),
+        pytest.param(bytes([0, 0, 0x42, 1, 0, 0, 0, 1, 0]), id="type-code"),
+        pytest.param(bytes([0, 0, 8, 2, 0, 0, 0, 2]), id="truncated-header"),
+        pytest.param(bytes([0, 0, 8, 1, 0, 0, 0, 5, 1, 2]), id="short-data"),
     ],
 )
-def test_idx_malformed(tmp_path: Path, raw: bytes, message: str) -> None:
+def test_idx_malformed(tmp_path: Path, raw: bytes) -> None:
     (tmp_path / "bad").write_bytes(raw)
-    with pytest.raises(D.DatasetFormatError, match=message):
+    with pytest.raises(D.DatasetFormatError, match=re.escape(str(tmp_path / "bad"))):  # the file named
         D.read_idx(tmp_path / "bad")
 
 
@@ -155,7 +156,7 @@ def test_fashion_mnist_missing_files_message(tmp_path: Path) -> None:
     msg = str(info.value)
     for name in D.IDX_FILES.values():
         assert name in msg
-    assert "apt-get install -y dataset-fashion-mnist" in msg
+    assert "dataset-fashion-mnist" in msg
     assert str(tmp_path / "empty") in msg
 
 
@@ -186,9 +187,8 @@ def test_prepare_fashion_mnist_not_root_message(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("TOKENPRUNE_DATA_DIR", str(tmp_path / "nowhere"))
     monkeypatch.setattr(D, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "no-debian")
     monkeypatch.setattr(D.os, "geteuid", lambda: 1000, raising=False)
-    with pytest.raises(D.DatasetNotFoundError, match="not root") as info:
+    with pytest.raises(D.DatasetNotFoundError, match="dataset-fashion-mnist"):  # the package that provides it
         D.prepare_fashion_mnist()
-    assert "apt-get install -y dataset-fashion-mnist" in str(info.value)
 
 
 def _real_or_skip(locate) -> dict:
@@ -255,7 +255,7 @@ def test_sample_photos() -> None:
         assert img.dtype == np.uint8 and img.ndim == 3 and img.shape[2] == 3, name
         assert min(img.shape[:2]) >= 256
     assert photos["astronaut"].shape == (512, 512, 3)
-    with pytest.raises(ValueError, match="accepted"):
+    with pytest.raises(ValueError, match="lena"):
         D.sample_photos(["lena"])
 
 
@@ -341,15 +341,15 @@ def test_cub_malformed_lines(tmp_path: Path) -> None:
     _make_cub(base)
     labels = base / "image_class_labels.txt"
     labels.write_text(labels.read_text().replace("3 3\n", "3\n"))
-    with pytest.raises(D.DatasetFormatError, match=r"image_class_labels.txt:3: expected '<image_id> <class_id>'"):
+    with pytest.raises(D.DatasetFormatError, match=r"image_class_labels.txt:3\b"):
         D.load_cub200(base)
     labels.write_text("".join(f"{i} 1\n" for i in range(1, 9)))  # image 9 has no label
-    with pytest.raises(D.DatasetFormatError, match="image_class_labels.txt has no line for image id 9"):
+    with pytest.raises(D.DatasetFormatError, match=r"image_class_labels.txt(.|\n)*\b9\b"):
         D.load_cub200(base)
     labels.write_text("".join(f"{i} 1\n" for i in range(1, 10)))
     locs = base / "parts" / "part_locs.txt"
     locs.write_text("".join(locs.read_text().splitlines(keepends=True)[:-1]))
-    with pytest.raises(D.DatasetFormatError, match="part_locs.txt has no line for image id 9, part id 15"):
+    with pytest.raises(D.DatasetFormatError, match=r"part_locs.txt(.|\n)*\b9\b(.|\n)*\b15\b"):
         D.load_cub200(base)
     boxes = base / "bounding_boxes.txt"
     boxes.write_text(boxes.read_text().replace("1 1.0 2.0", "1 one 2.0"))
@@ -387,7 +387,7 @@ def test_stanford_cars_separate_test_labels(tmp_path: Path) -> None:
     assert int(ds["test"][0]["label"]) == 1
     assert (len(ds["train"]), len(ds["val"])) == (3, 3)
     (tmp_path / "labels.txt").write_text("2\n3\n")
-    with pytest.raises(D.DatasetFormatError, match="2 labels for 1 test images"):
+    with pytest.raises(D.DatasetFormatError, match=r"labels.txt(.|\n)*\b2\b(.|\n)*\b1\b"):
         D.load_stanford_cars(tmp_path / "cars", test_labels=tmp_path / "labels.txt")
 
 
@@ -409,7 +409,7 @@ def test_stanford_cars_malformed(tmp_path: Path) -> None:
         D.load_stanford_cars(tmp_path / "cars")
     annos = tmp_path / "cars" / "devkit" / "cars_train_annos.mat"
     savemat(annos, {"annotations": _mat_struct([{"bbox_x1": 1, "fname": "a.jpg"}], ("bbox_x1", "fname"))})
-    with pytest.raises(D.DatasetFormatError, match=r"cars_train_annos.mat: 'annotations' lacks field"):
+    with pytest.raises(D.DatasetFormatError, match=r"cars_train_annos.mat(.|\n)*'annotations'"):
         D.load_stanford_cars(tmp_path / "cars")
     annos.write_text("not a mat file")
     with pytest.raises(D.DatasetFormatError, match="cars_train_annos.mat"):
@@ -468,10 +468,10 @@ def test_fgvc_aircraft_malformed(tmp_path: Path) -> None:
     _make_aircraft(root)
     path = root / "data" / "images_variant_train.txt"
     path.write_text(path.read_text().replace("A300B4", "A380"))
-    with pytest.raises(D.DatasetFormatError, match="'A380' of image 0037511 is not in variants.txt"):
+    with pytest.raises(D.DatasetFormatError, match=r"'A380'(.|\n)*0037511(.|\n)*variants.txt"):
         D.load_fgvc_aircraft(root)
     path.write_text(path.read_text().replace("0037511 A380", "0037511"))
-    with pytest.raises(D.DatasetFormatError, match=r"images_variant_train.txt:3: expected"):
+    with pytest.raises(D.DatasetFormatError, match=r"images_variant_train.txt:3\b"):
         D.load_fgvc_aircraft(root)
 
 
@@ -509,7 +509,7 @@ def test_image_folder_errors(tmp_path: Path) -> None:
         D.load_image_folder(tmp_path / "only_train")
     assert str(tmp_path / "only_train" / "val") in str(info.value)
     _jpeg(tmp_path / "only_train" / "val" / "ILSVRC2012_val_00000001.JPEG", (0, 0, 0))  # flat, unsorted val/
-    with pytest.raises(D.DatasetFormatError, match="no class sub-folders"):
+    with pytest.raises(D.DatasetFormatError, match="only_train"):
         D.load_image_folder(tmp_path / "only_train")
 
 

@@ -30,8 +30,9 @@ def test_finetune_recipes_name_their_base_by_hash_and_cover_every_condition_and_
     assert len({r.recipe_hash() for r in fts.values()}) == len(fts)
     with pytest.raises(ValueError, match="condition"):
         B.finetuned_name("fuse50", 0)
-    with pytest.raises(ValueError, match="no cached fine-tunes"):
+    with pytest.raises(ValueError, match="small_vit_fmnist") as err:  # the name given, and those accepted
         B.finetune_prefix("small_vit_fmnist")
+    assert all(base in str(err.value) for base, *_ in B.FINETUNED_BASES.values())
 
 
 def test_a_finetune_trains_what_its_base_cached_finetunes_train():

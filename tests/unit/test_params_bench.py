@@ -32,9 +32,9 @@ def test_resolve_rejects_bad_values(given, match):
 
 
 def test_resolve_rejects_unknown_profile():
-    with pytest.raises(ValueError, match="profile: unknown 'fast'; accepted"):
+    with pytest.raises(ValueError, match="profile(.|\n)*'fast'"):
         params.resolve("fast", TABLE)
-    with pytest.raises(ValueError, match="profile: 'paper' is not defined"):
+    with pytest.raises(ValueError, match="profile(.|\n)*'paper'"):
         params.resolve("paper", TABLE)
 
 
@@ -64,9 +64,9 @@ def test_every_notebook_table_is_consistent_and_checks_its_ranges():
         for profile in params.profile_table(nb):
             if profile in params.PROFILES:
                 params.setup(nb, profile, {})
-    with pytest.raises(ValueError, match="eval_images: -5 out of range; accepted: values in 1..inf"):
+    with pytest.raises(ValueError, match="eval_images(.|\n)*-5"):
         params.setup("01_evit", "default", {"eval_images": -5})
-    with pytest.raises(ValueError, match="batch: 0 out of range"):
+    with pytest.raises(ValueError, match=r"batch\b"):
         params.setup("01_evit", "default", {"batch": 0})
-    with pytest.raises(ValueError, match=r"keep_rates: \[1.5\] out of range"):
+    with pytest.raises(ValueError, match=r"keep_rates(.|\n)*1\.5"):
         params.setup("02_diversity_merging", "default", {"keep_rates": [0.7, 1.5]})

@@ -32,10 +32,10 @@ def test_good_options_still_patch():
 
 @pytest.mark.parametrize("seed", ["x", 1.5, True])
 def test_seed_must_be_an_int(seed):
-    with pytest.raises(ValueError, match="seed: expected an int"):
+    with pytest.raises(ValueError, match="seed"):
         tokenprune.patch(_tiny(), keep_rate=0.5, scorer="random", seed=seed)
 
 
 def test_empty_locations_are_refused():
-    with pytest.raises(ValueError, match="locations: expected at least one block number in 1..4"):
+    with pytest.raises(ValueError, match="locations"):
         tokenprune.patch(_tiny(), keep_rate=0.5, locations=())

@@ -103,7 +103,7 @@ def test_learned_without_head_says_how_to_attach(model):
     with pytest.raises(RuntimeError, match="attach"):
         with torch.no_grad():
             model(torch.randn(1, 3, 32, 32))
-    with pytest.raises(ValueError, match="1-based"):
+    with pytest.raises(ValueError, match="heads"):
         predictor.predictor_extras({0: predictor.make_head(32, 0)})
 
 

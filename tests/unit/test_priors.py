@@ -30,5 +30,5 @@ def test_rectangular_grid_from_extras_and_errors():
     assert sorted(keep[0].tolist()) == [1, 4]
     with pytest.raises(ValueError, match="square"):
         get_scorer("centre")(_ctx(6))
-    with pytest.raises(ValueError, match="does not hold"):
+    with pytest.raises(ValueError, match="grid"):
         get_scorer("centre")(_ctx(6, {"grid": (2, 2)}))

@@ -53,7 +53,7 @@ def test_fuse_softmax_temperature_limits():
 
 
 def test_unknown_reducer_and_option():
-    with pytest.raises(ValueError, match="reducer: unknown name"):
+    with pytest.raises(ValueError, match="reducer"):
         get_reducer("x")
     with pytest.raises(ValueError, match="reducer_options"):
         get_reducer("drop", temperature=1.0)
@@ -208,5 +208,5 @@ def test_tome_schedule_merges_r_per_block():
         counts.append(n)
     assert counts == [8, 4, 2]
     assert tome_schedule(0, 10, 2)[0] == (1.0, 1.0)
-    with pytest.raises(ValueError, match="r: expected"):
+    with pytest.raises(ValueError, match=r"^r\b"):
         tome_schedule(-1)

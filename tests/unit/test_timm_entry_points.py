@@ -31,7 +31,7 @@ def test_intermediates_are_refused_while_pruning():
     _, pat = _pair()
     pat.keep_rate = 0.5
     x = torch.randn(2, 3, 64, 64)
-    with pytest.raises(NotImplementedError, match=r"forward_intermediates: this model reduces tokens at blocks \[2, 3\]"):
+    with pytest.raises(NotImplementedError, match=r"forward_intermediates(.|\n)*\[2, 3\]"):
         pat.forward_intermediates(x)
     with pytest.raises(NotImplementedError, match="forward_intermediates"):
         pat.get_intermediate_layers(x, n=2, reshape=True)
@@ -41,5 +41,5 @@ def test_intermediates_are_refused_while_pruning():
 
 def test_pooling_head_warns_what_it_pools():
     m = timm.create_model("deit_tiny_patch16_224", img_size=64, depth=4, global_pool="avg")
-    with pytest.warns(UserWarning, match="global_pool='avg': after a reduction the head pools the tokens that remain"):
+    with pytest.warns(UserWarning, match="global_pool='avg'"):
         tokenprune.patch(m, keep_rate=0.5, locations=(2,))

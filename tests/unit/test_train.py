@@ -60,7 +60,7 @@ def test_recipe_validates():
         TrainRecipe(dtype="int8")
     with pytest.raises(ValueError, match="keep_rate"):
         TrainRecipe(keep_rate=0.0)
-    with pytest.raises(ValueError, match="unknown fields"):
+    with pytest.raises(ValueError, match="learning_rate"):
         TrainRecipe.from_dict({"learning_rate": 1.0})
 
 
@@ -157,8 +157,9 @@ def test_fused_optimizer_gives_the_same_training_up_to_rounding():
 
 
 def test_bench_refuses_an_unknown_setting_and_names_the_accepted_parts():
-    with pytest.raises(ValueError, match="settings: .*accepted parts: fp32, bf16, eager_attn, compile, fused_adamw"):
+    with pytest.raises(ValueError, match="settings") as err:
         bench_training(settings=("fp32+turbo",), rounds=1, progress=False)
+    assert all(part in str(err.value) for part in ("turbo", "fp32", "bf16", "eager_attn", "compile", "fused_adamw"))
 
 
 def test_keep_rate_warmup_changes_model_keep_rate():
@@ -276,7 +277,7 @@ def test_checkpoint_cache_round_trip(tmp_path):
     # a changed checkpoint is refused, or retrained on request
     with open(pt, "ab") as fh:
         fh.write(b"\0")
-    with pytest.raises(tm.CheckpointMismatchError, match="SHA-256"):
+    with pytest.raises(tm.CheckpointMismatchError, match=pt.name):
         tm.ensure_model(recipe, tmp_path, on_mismatch="raise", progress=False)
     _, info3 = tm.ensure_model(recipe, tmp_path, on_mismatch="retrain", progress=False)
     assert not info3["loaded"] and tm.verify_checkpoint(pt, js)["sha256"] == sha256_file(pt)
