@@ -256,8 +256,9 @@ def test_part_coverage_batch_unannotated_and_shape_check():
     kept[0, 0, 1] = True
     cov = M.part_coverage(parts, kept)
     assert cov[0].item() == 1.0 and math.isnan(cov[1].item())
-    with pytest.raises(ValueError, match="no \\[CLS\\]"):
+    with pytest.raises(ValueError, match="part_patch_sets") as err:  # the shapes given and the N expected
         M.part_coverage(parts, torch.zeros(2, 1, 5))
+    assert "(2, 2, 4)" in str(err.value) and "N=5" in str(err.value)
 
 
 def test_object_coverage():

@@ -240,16 +240,13 @@ TEXT_SUFFIXES = {".py", ".ipynb", ".md", ".txt", ".yaml", ".yml", ".json", ".csv
 SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
 
 
-def _product_files() -> Iterator[Path]:
-    for folder in PRODUCT_FOLDERS:
-        for path in sorted((ROOT / folder).rglob("*")):
-            if (path.is_file() and path.suffix in TEXT_SUFFIXES and not SKIPPED_FOLDERS & set(path.parts)
-                    and not path.name.endswith(".egg-info") and ".egg-info" not in str(path.parent)
-                    and path.resolve() != Path(__file__).resolve()):
-                yield path
-    for name in PRODUCT_FILES:
-        if (ROOT / name).is_file():
-            yield ROOT / name
+def _product_files() -> list[Path]:
+    """Every text file of the product, each once."""
+    files = [path for folder in PRODUCT_FOLDERS for path in sorted((ROOT / folder).rglob("*"))
+             if path.is_file() and path.suffix in TEXT_SUFFIXES and not SKIPPED_FOLDERS & set(path.parts)
+             and ".egg-info" not in str(path) and path.resolve() != Path(__file__).resolve()]
+    files += [ROOT / name for name in PRODUCT_FILES if (ROOT / name).is_file() and ROOT / name not in files]
+    return files
 
 
 def _history_lines(path: Path) -> Iterator[tuple[int, str]]:

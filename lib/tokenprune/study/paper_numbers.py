@@ -106,7 +106,8 @@ VARMEDAD = {
 __all__ += ["BAT", "BAT_SOURCE"]
 
 BAT_SOURCE = ("BAT (Long et al., CVPR 2023, arXiv 2211.11315) Table 1 as verified in shared/papers/README.md; "
-              "GMACs and parameter counts printed in the first lines of BWLONG/BeyondAttentiveTokens log/Ours-<rho>.log")
+              "GMACs and parameter counts printed in the first lines of "
+              "BWLONG/BeyondAttentiveTokens log/Ours-<rho>.log")
 
 BAT = {
     "deit_small_patch16_224": {
@@ -172,7 +173,8 @@ TOME = {
 
 __all__ += ["DECOUPLE", "DECOUPLE_SOURCE"]
 
-DECOUPLE_SOURCE = ("'Part-Coverage and Faithfulness Decouple in ViT Token Pruning for Fine-Grained Visual Categorization': "
+DECOUPLE_SOURCE = ("'Part-Coverage and Faithfulness Decouple in ViT Token Pruning for Fine-Grained Visual "
+                   "Categorization': "
                    "no text of the paper was found; numbers from a popular-press summary "
                    "(shared/papers/decoupling-press-summary.txt), all unverified")
 
@@ -190,7 +192,8 @@ DECOUPLE = {
         "title": "Part-Coverage and Faithfulness Decouple in ViT Token Pruning for Fine-Grained Visual Categorization",
         "decouple": "the two goals—keeping the right physical parts and keeping the right logic for the final "
                     "answer—can pull in different directions",
-        "coverage_better": "was significantly better at keeping the patches that covered the actual parts of the objects",
+        "coverage_better": "was significantly better at keeping the patches that covered the actual parts of the "
+                           "objects",
         "coverage_gain_aircraft": "On the aircraft dataset, for instance, this new method improved the coverage of "
                                   "the actual plane parts by more than six percentage points compared to the "
                                   "standard method",
@@ -212,7 +215,8 @@ DECOUPLE = {
 
 __all__ += ["EVIT_TEXT", "EVIT_TEXT_SOURCE"]
 
-EVIT_TEXT_SOURCE = "EViT (Liang et al., ICLR 2022), Sec. 1 (shared/papers/evit-paper-text.txt; its tables are not in the text)"
+EVIT_TEXT_SOURCE = ("EViT (Liang et al., ICLR 2022), Sec. 1 (shared/papers/evit-paper-text.txt; its tables are not in "
+                    "the text)")
 
 #: EViT numbers stated in the running text (the tables behind them, Tables 5, 6, 10, 13, 14, 15, are not in our copy)
 EVIT_TEXT = {
