@@ -45,10 +45,10 @@ def token_claims(rep: Any) -> pd.DataFrame:
         stages[red] = observed_stages(red)
         want = _DEIT_S["token_counts_keep0.7"][red]
         file(rep, decl, decl.rule(want).decide(stages[red]),
-                   keys={"reducer": red, "with_": "with" if red == "fuse_attention" else "without",
-                         "counts": " -> ".join(map(str, want))},
-                   paper_value=" -> ".join(map(str, want)), our_value=" -> ".join(map(str, stages[red])),
-                   why="counted on a patched timm DeiT-S forward pass")
+             keys={"reducer": red, "with_": "with" if red == "fuse_attention" else "without",
+                   "counts": " -> ".join(map(str, want))},
+             paper_value=" -> ".join(map(str, want)), our_value=" -> ".join(map(str, stages[red])),
+             why="counted on a patched timm DeiT-S forward pass")
     return pd.DataFrame(stages, index=["input", "after block 4", "after block 7", "after block 10"])
 
 
@@ -80,8 +80,8 @@ def printed_macs_claims(rep: Any, macs: pd.DataFrame) -> None:
             continue
         decl = CLAIMS[f"evit.macs.{SHORT[row.model]}.keep{{keep:g}}"]
         file(rep, decl, decl.rule(row.paper_gmacs).decide(row.gmacs),
-                   keys={"keep": row.keep_rate, "gmacs": row.paper_gmacs}, paper_value=row.paper_gmacs,
-                   our_value=round(row.gmacs, 3), why="analytic MACs at 224 px, batch 1, equal to FlopCounterMode's")
+             keys={"keep": row.keep_rate, "gmacs": row.paper_gmacs}, paper_value=row.paper_gmacs,
+             our_value=round(row.gmacs, 3), why="analytic MACs at 224 px, batch 1, equal to FlopCounterMode's")
 
 
 def parameter_counts(model: torch.nn.Module) -> dict:
@@ -106,8 +106,8 @@ def no_parameters_claim(rep: Any, model: Optional[torch.nn.Module] = None) -> di
     got = {k: v for k, v in after.items() if k != "names"} | {"new_names": new}
     decl = CLAIMS["evit.params.no_additional"]
     file(rep, decl, decl.rule(want).decide(got), paper_value=0,
-               our_value=int(after["parameters"] - before["parameters"]),
-               why=f"deterministic count on {arch}", details={"before": want, "after": got})
+         our_value=int(after["parameters"] - before["parameters"]),
+         why=f"deterministic count on {arch}", details={"before": want, "after": got})
     return {"before": want, "after": got}
 
 
@@ -129,9 +129,9 @@ def fusion_overhead_claim(rep: Any, macs: pd.DataFrame, model_name: str = "deit_
                                                   "the fused token is one more token in every later block"
                                 if differ else "")
     file(rep, decl, decision, paper_value=0.0, our_value=round(float(excess.max()), 5),
-               why=f"at keep {worst_k:g} fusion costs {excess.max():+.2%}",
-               details={"gmacs fused vs dropped": {f"{k:g}": [round(float(piv.loc[k, "fuse_attention"]), 3),
-                                                             round(float(piv.loc[k, "drop"]), 3)] for k in piv.index}})
+         why=f"at keep {worst_k:g} fusion costs {excess.max():+.2%}",
+         details={"gmacs fused vs dropped": {f"{k:g}": [round(float(piv.loc[k, "fuse_attention"]), 3),
+                                                       round(float(piv.loc[k, "drop"]), 3)] for k in piv.index}})
     out = excess.rename("fused_over_dropped_minus_1").reset_index()
     out["same_printed_gmacs"] = same.to_numpy()
     return out
@@ -154,9 +154,9 @@ def oracle_init_macs_claim(rep: Any, macs: pd.DataFrame, tolerance_pp: float = O
                                 f"no keep rate of Table 2 gives -{want:.0f} %: the nearest, keep {k_best:g}, gives "
                                 f"-{red[k_best]:.1f} % (the printed 4.6 -> 3.0 GMACs of keep 0.7: -{printed:.1f} %)")
     file(rep, decl, decision, paper_value=want, our_value=round(red[k_best], 2),
-               why=f"-{want:.0f} % needs keep {k_need:.3f} at 4/7/10",
-               details={"reduction per keep rate (%)": {f"{k:g}": round(v, 2) for k, v in red.items()},
-                        "keep rate of Table 6": "not in our sources"})
+         why=f"-{want:.0f} % needs keep {k_need:.3f} at 4/7/10",
+         details={"reduction per keep rate (%)": {f"{k:g}": round(v, 2) for k, v in red.items()},
+                  "keep rate of Table 6": "not in our sources"})
     return {"reductions": red, "nearest": k_best, "keep_needed": k_need}
 
 
@@ -180,17 +180,17 @@ def dynamicvit_claims(rep: Any, macs: pd.DataFrame, keep: float = 0.7) -> pd.Dat
                                   "token instead of two log-probabilities) at blocks 4/7/10 of DeiT-S, tokens dropped"}
     decl = CLAIMS["evit.t7.fewer_params_than_dynamicvit"]
     file(rep, decl, decl.rule.decide(evit_params < dyn_params,
-                                           f"EViT {evit_params} >= DynamicViT-shaped {dyn_params}"),
-               our_value=int(dyn_params - evit_params),
-               why=f"counted: EViT {evit_params}, DynamicViT-shaped {dyn_params}; Table 7's counts are not in our "
-                   "sources",
-               details=shape)
+                                     f"EViT {evit_params} >= DynamicViT-shaped {dyn_params}"),
+         our_value=int(dyn_params - evit_params),
+         why=f"counted: EViT {evit_params}, DynamicViT-shaped {dyn_params}; Table 7's counts are not in our "
+             "sources",
+         details=shape)
     decl = CLAIMS["evit.t7.same_macs_as_dynamicvit.keep{keep:g}"]
     file(rep, decl, decl.rule.decide(abs(evit_g - dyn_g) <= 0.1,
-                                           f"EViT {evit_g:.3f} vs DynamicViT-shaped {dyn_g:.3f} GMACs"),
-               keys={"keep": keep}, our_value=round(evit_g - dyn_g, 4),
-               why=f"EViT {evit_g:.3f} GMACs (fused token included), DynamicViT-shaped {dyn_g:.3f} (predictors "
-                   f"{head_g:.3f})", details={**shape, "tokens entering 4/7/10": entering})
+                                     f"EViT {evit_g:.3f} vs DynamicViT-shaped {dyn_g:.3f} GMACs"),
+         keys={"keep": keep}, our_value=round(evit_g - dyn_g, 4),
+         why=f"EViT {evit_g:.3f} GMACs (fused token included), DynamicViT-shaped {dyn_g:.3f} (predictors "
+             f"{head_g:.3f})", details={**shape, "tokens entering 4/7/10": entering})
     return pd.DataFrame([{"model": "EViT", "keep_rate": keep, "parameters": evit_params, "gmacs": evit_g},
                          {"model": "DynamicViT-shaped", "keep_rate": keep, "parameters": dyn_params, "gmacs": dyn_g}])
 
@@ -254,14 +254,14 @@ def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float) -> 
     sel = speed[(speed.model == model_name) & (speed.keep_rate == keep)]
     if sel.empty:
         file(rep, decl, verdicts.not_testable(f"profile {rep.profile!r} does not time {model_name} at keep "
-                                                    f"{keep:g}"), keys=keys)
+                                              f"{keep:g}"), keys=keys)
         return
     row = sel.iloc[0]
     paper = EVIT[model_name][f"speedup_keep{keep:g}"]
     decision = speedup_decision(paper, row.speedup, row.speedup_low, row.speedup_high, int(row["rounds"]),
                                 decl.rule(paper))
     file(rep, decl, decision, keys=keys, timed=True, load=bench.load_from_row(row),
-               our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
-               why=f"median images/s over interleaved rounds on {row['device']}, batch {row['batch']}, {row['dtype']}; "
-                   "the paper used an A100",
-               details={"cpu": hardware()["cpu_model"], "interval": "bootstrap over per-round ratios"})
+         our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
+         why=f"median images/s over interleaved rounds on {row['device']}, batch {row['batch']}, {row['dtype']}; "
+             "the paper used an A100",
+         details={"cpu": hardware()["cpu_model"], "interval": "bootstrap over per-round ratios"})

@@ -168,10 +168,10 @@ def top5_claim(rep: Any, model: EvaluatedModel, preds: dict, keep: float = 0.7) 
     g = gated(decl.rule(margin).decide(c.diff, c.low, c.high, c.low90, c.high90), margin, model.design(a5, b5))
     fused5 = 100 * float(top5_correct(preds[f"fuse@{keep:g}"]).mean())
     file(rep, decl, g.decision, keys=keys, our_value=round(c.diff, 3), ci=_interval(c), design=g.design,
-               premises={TOP5_NOT_AT_CEILING: ceiling},
-               why=f"off the shelf, {len(model.y)} images; unpruned top-5 {base5:.2f} %, fused {fused5:.2f} %",
-               details={"effect in dispute": f"the equivalence margin {margin:g} points (no top-5 number in our "
-                                             "sources)"})
+         premises={TOP5_NOT_AT_CEILING: ceiling},
+         why=f"off the shelf, {len(model.y)} images; unpruned top-5 {base5:.2f} %, fused {fused5:.2f} %",
+         details={"effect in dispute": f"the equivalence margin {margin:g} points (no top-5 number in our "
+                                       "sources)"})
 
 
 def removal_claim(rep: Any, model: EvaluatedModel, preds: dict, keep: float = 0.7) -> None:
@@ -185,9 +185,9 @@ def removal_claim(rep: Any, model: EvaluatedModel, preds: dict, keep: float = 0.
     c = model.compare(model.full, preds[f"drop@{keep:g}"])
     g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), effect, model.design(model.full, preds[f"drop@{keep:g}"]))
     file(rep, decl, g.decision, keys=keys, our_value=round(c.diff, 3), ci=_interval(c), design=g.design,
-               why=f"off the shelf, {len(model.y)} images, McNemar p={c.p:.3g}",
-               details={"effect in dispute": f"the equivalence margin {effect:g} points (Table 1's numbers are not in "
-                                             "our sources)"})
+         why=f"off the shelf, {len(model.y)} images, McNemar p={c.p:.3g}",
+         details={"effect in dispute": f"the equivalence margin {effect:g} points (Table 1's numbers are not in "
+                                       "our sources)"})
 
 
 def paper_fusion_side(keep: float) -> tuple[float, str]:
@@ -221,16 +221,16 @@ def fusion_claims(rep: Any, model: EvaluatedModel, preds: dict) -> pd.DataFrame:
         decl, keys = CLAIMS[_fusion_template(k)], _fusion_keys(k)
         if f"fuse@{k:g}" not in preds or f"drop@{k:g}" not in preds:
             file(rep, decl, verdicts.not_testable(f"profile {rep.profile!r} does not sweep keep {k:g}"),
-                       keys=keys, paper_value=d)
+                 keys=keys, paper_value=d)
             continue
         c = model.compare(preds[f"fuse@{k:g}"], preds[f"drop@{k:g}"])
         g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), d,
                   model.design(preds[f"fuse@{k:g}"], preds[f"drop@{k:g}"]))
         file(rep, decl, g.decision, keys=keys, paper_value=d, our_value=round(c.diff, 3), ci=_interval(c),
-                   design=g.design,
-                   why=f"{model.name} pruned off the shelf, {len(model.y)} images, McNemar p={c.p:.3g}",
-                   details={"effect in dispute": f"DeiT-S's {abs(d):g} points (Table 2)",
-                            "interval width (points)": round(c.high - c.low, 2)})
+             design=g.design,
+             why=f"{model.name} pruned off the shelf, {len(model.y)} images, McNemar p={c.p:.3g}",
+             details={"effect in dispute": f"DeiT-S's {abs(d):g} points (Table 2)",
+                      "interval width (points)": round(c.high - c.low, 2)})
         rows.append({"keep_rate": k, "paper_diff_pp": d, "paper_side": side, "diff_pp": c.diff, "low_pp": c.low,
                      "high_pp": c.high, "mcnemar_p": c.p})
     return pd.DataFrame(rows)
@@ -317,17 +317,17 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     decl = CLAIMS["evit.t2.fusion_beats_drop.keep{keep:g}.finetuned"]
     g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), paper_d, designs["fuse - drop (fine-tuned)"])
     file(rep, decl, g.decision, keys=keys, paper_value=paper_d, our_value=round(c.diff, 3), ci=_interval(c),
-               design=g.design, why=f"{n}, both pruned at keep {k0:g} from the first step",
-               details={**about, "per-seed differences": c.per_seed_diff})
+         design=g.design, why=f"{n}, both pruned at keep {k0:g} from the first step",
+         details={**about, "per-seed differences": c.per_seed_diff})
 
     spread = _seed_spread(finetuned)
     decl = CLAIMS["evit.t2.fusion_smaller_seed_spread.keep{keep:g}"]
     decision = decl.rule.decide({"dropped > fused": spread["p_dropped_over_fused"] < 0.05,
                                  "fused > dropped": spread["p_fused_over_dropped"] < 0.05})
     file(rep, decl, decision, keys=keys,
-               our_value=f"sd fused {spread['sd_fused']:.3f} / dropped {spread['sd_dropped']:.3f}",
-               why=f"variance ratio dropped/fused {spread['ratio']:.2f} with {spread['seeds']} seeds each; detectable "
-                   f"(80 % power) from a ratio of {spread['detectable_ratio']:.1f}", details={**about, **spread})
+         our_value=f"sd fused {spread['sd_fused']:.3f} / dropped {spread['sd_dropped']:.3f}",
+         why=f"variance ratio dropped/fused {spread['ratio']:.2f} with {spread['seeds']} seeds each; detectable "
+             f"(80 % power) from a ratio of {spread['detectable_ratio']:.1f}", details={**about, **spread})
 
     c = cmp["warm-up - no warm-up"]
     margin = cfg.margin_pp  # the effect in dispute: "negligible" has no number; the equivalence margin
@@ -335,9 +335,9 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     g = gated(decl.rule(margin).decide(c.diff, c.low, c.high, c.low90, c.high90), margin,
               designs["warm-up - no warm-up"])
     file(rep, decl, g.decision, our_value=round(c.diff, 3), ci=_interval(c), design=g.design,
-               why=f"{n}: fuse70_warm (keep-rate warm-up over 0.5 epoch) vs fuse70",
-               details={**about, "per-seed differences": c.per_seed_diff,
-                        "effect in dispute": f"the equivalence margin {margin:g} points"})
+         why=f"{n}: fuse70_warm (keep-rate warm-up over 0.5 epoch) vs fuse70",
+         details={**about, "per-seed differences": c.per_seed_diff,
+                  "effect in dispute": f"the equivalence margin {margin:g} points"})
 
     c = cmp["unpruned - fuse (fine-tuned; the cost)"]
     cost = round(_DEIT_S["baseline"]["top1"] - _DEIT_S["keep"][0.7]["top1"], 2)
@@ -346,8 +346,8 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     g = gated(decl.rule(cost, margin).decide(c.diff, c.low, c.high), margin,
               designs["unpruned - fuse (fine-tuned; the cost)"])
     file(rep, decl, g.decision, keys=keys, paper_value=cost, our_value=round(c.diff, 3), ci=_interval(c),
-               design=g.design, why=f"non-inferiority within the paper's {cost:g} + {margin:g} points; {n}",
-               details={**about, "control": "the unpruned fine-tune (the same extra training without pruning)"})
+         design=g.design, why=f"non-inferiority within the paper's {cost:g} + {margin:g} points; {n}",
+         details={**about, "control": "the unpruned fine-tune (the same extra training without pruning)"})
     return cmp
 
 
@@ -387,8 +387,8 @@ def synthbirds_sweep(rep: Any, cfg: Any, sweep_configs: Sequence[PruneConfig]) -
     g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), d, birds.design(preds[f"fuse@{k:g}"],
                                                                               preds[f"drop@{k:g}"]))
     file(rep, decl, g.decision, keys=_fusion_keys(k), paper_value=d, our_value=round(c.diff, 3),
-               ci=_interval(c), design=g.design, premises={OWN_TEST: own_test_premise(preds["unpruned"], parts_info,
-                                                                                      cfg.seed)},
-               why=f"{cfg.parts_model} on its own test images, off the shelf, {len(yb)} images, McNemar p={c.p:.3g}",
-               details={"effect in dispute": f"DeiT-S's {abs(d):g} points (Table 2)"})
+         ci=_interval(c), design=g.design, premises={OWN_TEST: own_test_premise(preds["unpruned"], parts_info,
+                                                                                cfg.seed)},
+         why=f"{cfg.parts_model} on its own test images, off the shelf, {len(yb)} images, McNemar p={c.p:.3g}",
+         details={"effect in dispute": f"DeiT-S's {abs(d):g} points (Table 2)"})
     return SynthBirds(parts_model, xb, yb, table, fusion)

@@ -42,7 +42,7 @@ def training_claims(rep: Any) -> list[str]:
                 continue
             column = "top1" if template.endswith("}") else "top1_no_fusion"
             claim = file(rep, CLAIMS[template], verdicts.not_testable(_NEEDS_TRAINING),
-                               keys={"keep": k, "top1": _DEIT_S["keep"][k][column]})
+                         keys={"keep": k, "top1": _DEIT_S["keep"][k][column]})
             filed.append(claim.id)
     for cid in ("evit.t4.longer_training_improves", "evit.t6.oracle_init_accuracy", "evit.t7.beats_dynamicvit_accuracy",
                 "evit.t8.deit_b_cost_keep0.8", "evit.t9.fusion_beats_drop_high_res", "evit.t12.finetune_high_res"):

@@ -92,8 +92,8 @@ def mask_quality(rep: Any, model: EvaluatedModel, cfg: Any, preds: dict, sweep: 
         g, parts = all_parts(decl.rule, [("topk - random", _better(a)), ("random - mink", _better(b))], margin,
                              [model.design(top, rnd), model.design(rnd, mink)])
         file(rep, decl, g.decision, keys={"keep": k}, our_value=f"{a.diff:+.2f} / {b.diff:+.2f}",
-                   design=g.design, why=f"off the shelf, {model.name}, {len(model.y)} images",
-                   details={"parts": parts, "effect in dispute": f"the margin {margin:g} points"})
+             design=g.design, why=f"off the shelf, {model.name}, {len(model.y)} images",
+             details={"parts": parts, "effect in dispute": f"the margin {margin:g} points"})
     return MaskQuality(keeps, pd.DataFrame(rows))
 
 
@@ -125,14 +125,14 @@ def locations_at_matched_macs(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.D
     g, parts = all_parts(decl.rule, [(c_.label, _better(d)) for c_, d in zip(loc_cfgs[:2], shallow)], margin,
                          [model.design(ref, loc_preds[c_.label]) for c_ in loc_cfgs[:2]])
     file(rep, decl, g.decision, our_value=" / ".join(f"{c_.diff:+.2f}" for c_ in shallow), design=g.design,
-               why=about, details={"parts": parts, "effect in dispute": f"the margin {margin:g} points"})
+         why=about, details={"parts": parts, "effect in dispute": f"the margin {margin:g} points"})
     deep_cfgs = (loc_cfgs[2], loc_cfgs[4])
     deep = [model.compare(loc_preds[c_.label], ref) for c_ in deep_cfgs]
     decl = CLAIMS["evit.t13.deeper_locations_similar"]
     g, parts = all_parts(decl.rule, [(c_.label, _equivalent(d, margin)) for c_, d in zip(deep_cfgs, deep)], margin,
                          [model.design(loc_preds[c_.label], ref) for c_ in deep_cfgs])
     file(rep, decl, g.decision, our_value=" / ".join(f"{c_.diff:+.2f}" for c_ in deep), design=g.design,
-               why=about, details={"parts": parts, "effect in dispute": f"the equivalence margin {margin:g} points"})
+         why=about, details={"parts": parts, "effect in dispute": f"the equivalence margin {margin:g} points"})
     return pd.DataFrame(rows)
 
 
@@ -176,19 +176,19 @@ def tokens_to_tokens(rep: Any, model: EvaluatedModel, cfg: Any, preds: dict, kee
         g = gated(decl.rule(cfg.margin_pp).decide(c.diff, c.low, c.high, c.low90, c.high90), cfg.margin_pp,
                   model.design(t2t, cls_))
         file(rep, decl, g.decision, keys={"keep": k}, our_value=round(c.diff, 3),
-                   ci=[round(c.low, 3), round(c.high, 3)], design=g.design,
-                   why=f"off the shelf, {model.name}, {len(model.y)} images",
-                   details={"effect in dispute": f"the equivalence margin {cfg.margin_pp:g} points (Table 10's numbers "
-                                                 "are not in our sources)"})
+             ci=[round(c.low, 3), round(c.high, 3)], design=g.design,
+             why=f"off the shelf, {model.name}, {len(model.y)} images",
+             details={"effect in dispute": f"the equivalence margin {cfg.margin_pp:g} points (Table 10's numbers "
+                                           "are not in our sources)"})
     speed = _t2t_speed(model, cfg)
     sel = speed[(speed.model == cfg.t2t_bench_model) & (speed.config == "tokens_to_tokens")].iloc[0]
     decl = CLAIMS["evit.t10.t2t_slower"]
     decision = verdicts.Premise("at least 3 timing rounds", bool(sel["rounds"] >= 3), f"{sel['rounds']} rounds").gate(
         decl.rule.decide(sel.speedup, sel.speedup_low, sel.speedup_high))
     file(rep, decl, decision, keys={"model": cfg.t2t_bench_model}, timed=True, load=bench.load_from_row(sel),
-               our_value=round(sel.speedup, 3), ci=[round(sel.speedup_low, 3), round(sel.speedup_high, 3)],
-               why=f"side-by-side interleaved timing ({sel['device']}, batch {sel['batch']}, {sel['dtype']}, "
-                   f"{sel['rounds']} rounds)", details={"interval": "bootstrap over per-round ratios"})
+         our_value=round(sel.speedup, 3), ci=[round(sel.speedup_low, 3), round(sel.speedup_high, 3)],
+         why=f"side-by-side interleaved timing ({sel['device']}, batch {sel['batch']}, {sel['dtype']}, "
+             f"{sel['rounds']} rounds)", details={"interval": "bootstrap over per-round ratios"})
     return TokensToTokens(pd.DataFrame(acc_rows), speed)
 
 
@@ -265,13 +265,13 @@ def oracle_at_block1(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame:
     g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), cfg.margin_pp,
               model.design(or_preds["oracle @1"], or_preds["own attention @1"]))
     file(rep, decl, g.decision, keys={"keep": k_or}, our_value=round(c.diff, 3),
-               ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect)
+         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect)
     c = model.compare(or_preds["oracle @1"], full_or)
     decl = CLAIMS["evit.t14.oracle_block1_keeps_accuracy"]
     g = gated(decl.rule(cfg.margin_pp).decide(c.diff, c.low, c.high, c.low90, c.high90), cfg.margin_pp,
               model.design(or_preds["oracle @1"], full_or))
     file(rep, decl, g.decision, keys={"removed": f"{1 - k_or:.0%}"}, our_value=round(c.diff, 3),
-               ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect)
+         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect)
     # Table 14's "Combined MACs" are in the table, not filed as a claim: with an oracle at least as large as the
     # model (DINO's DeiT in the paper, a ViT-S/14 nine times the small ViT here) they exceed the unpruned model's
     # MACs by construction
@@ -315,9 +315,9 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
         f"unpruned {size} px minus 28 px: {verdicts.fmt_interval(control.diff, control.low, control.high)} points")
     g = gated(decision, effect, model.design(a, full))
     file(rep, decl, g.decision, keys={"size": size}, our_value=round(c.diff, 3),
-               ci=[round(c.low, 3), round(c.high, 3)], design=g.design, premises={HIRES_USABLE: usable},
-               why=f"off the shelf, {len(model.y)} images of {model.name}; {hr_gmacs:.4f} vs {model.gmacs:.4f} GMACs "
-                   f"(keep {k_hr:g} at 4/7/10)", details={"effect in dispute": f"DeiT-S's {effect:g} point"})
+         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, premises={HIRES_USABLE: usable},
+         why=f"off the shelf, {len(model.y)} images of {model.name}; {hr_gmacs:.4f} vs {model.gmacs:.4f} GMACs "
+             f"(keep {k_hr:g} at 4/7/10)", details={"effect in dispute": f"DeiT-S's {effect:g} point"})
     file(rep, CLAIMS["evit.t5.higher_res_equal_macs.finetuned"], verdicts.not_testable(
         f"needs models fine-tuned at {size} px, which are not cached"), keys={"size": size})
     return table

@@ -93,9 +93,9 @@ def training_throughput(rep: Any, model: EvaluatedModel, cfg: Any, keep: float =
     decision = verdicts.Premise("at least 3 timing rounds", bool(row["rounds"] >= 3), f"{row['rounds']} round(s)").gate(
         decl.rule.decide(row.speedup, row.speedup_low, row.speedup_high))
     file(rep, decl, decision, keys={"keep": keep}, timed=True, load=bench.load_from_row(row),
-               our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
-               why=f"a direction claim (faster at all): training steps on one fixed batch of {n}, fp32, "
-                   f"{row['device']}, {row['rounds']} interleaved rounds; MAC ratio {row.mac_ratio:.2f}",
-               details={"step": "forward, backward, AdamW", "interval": "bootstrap over per-round ratios",
-                        "paper": "timed DeiT-S on GPUs; 'considerably' is not quantified"})
+         our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
+         why=f"a direction claim (faster at all): training steps on one fixed batch of {n}, fp32, "
+             f"{row['device']}, {row['rounds']} interleaved rounds; MAC ratio {row.mac_ratio:.2f}",
+         details={"step": "forward, backward, AdamW", "interval": "bootstrap over per-round ratios",
+                  "paper": "timed DeiT-S on GPUs; 'considerably' is not quantified"})
     return speed
