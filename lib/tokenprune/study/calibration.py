@@ -1,4 +1,4 @@
-"""Notebook 00: choosing the accuracy proxy by calibration criteria alone (issue 14, item 1).
+"""Notebook 00: choosing the accuracy proxy by calibration criteria alone.
 
 The papers' accuracy claims are about DeiT-S on ImageNet (196 patch tokens), where pruning matters: trained
 with pruning, EViT at keep 0.7 costs 0.3 points and at keep 0.5 1.3 points, and off the shelf much more. On a

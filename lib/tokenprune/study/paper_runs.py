@@ -1,4 +1,4 @@
-"""The paper profile's training runs from the command line (issue 15, item 3): ``python -m tokenprune paper-train``
+"""The paper profile's training runs from the command line: ``python -m tokenprune paper-train``
 runs a recipe file (:mod:`tokenprune.training.recipe_book`) on timm's training stack
 (:mod:`tokenprune.training.paper_training`), printing each run's estimated A100-hours first (:func:`gpu_hours`:
 from a measured images/s where a GPU measured one, else from the papers' own A100 figures, saying which).
@@ -224,9 +224,10 @@ def full_schedule_premise(runs: Sequence[TrainedRun]) -> verdicts.Premise:
     short = [r for r in runs if not r.full_schedule]
     if not runs:
         return verdicts.Premise(FULL_SCHEDULE, True, "no run trained here: the model was given")
+    # the detail is short (it becomes part of a claim's one-sentence why): counts and the first shortened recipe
     return verdicts.Premise(FULL_SCHEDULE, not short,
-                            "; ".join(r.describe() for r in short) if short else
-                            f"{len(runs)} run(s): " + "; ".join(r.describe() for r in runs))
+                            f"{len(short)} of {len(runs)} run(s) shortened, first {short[0].spec.recipe}" if short
+                            else f"{len(runs)} run(s) trained in full")
 
 
 def file_top1_claim(rep: Any, decl: Any, top1: float, low: float, high: float, *, keys: Mapping[str, Any] = {},

@@ -290,7 +290,7 @@ class Premise:
 @dataclass(frozen=True)
 class Detectable:
     """Whether a claim's design can detect ``effect``, the effect in dispute (stated before the data, in the
-    claim's unit), at 80 % power: :mod:`tokenprune.measure.power` (issue 14).
+    claim's unit), at 80 % power: :mod:`tokenprune.measure.power`.
 
     ``gate(decision)``: an ``inconclusive`` decision becomes ``not testable here`` when the MDE at the largest
     scale this machine allows (``design.n_max``) is more than ``factor`` x the effect, with the MDE and the
