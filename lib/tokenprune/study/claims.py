@@ -365,8 +365,7 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
 
     A premise that fails makes the claim ``inconclusive`` naming it; the rule's own verdict and reason are kept in
     ``details["rule alone"]``. ``why`` (context) is appended to the decision's reason: the result must stay one
-    sentence of at most 200 characters (put longer detail in ``details``). A ``not testable here`` decision is not
-    gated: nothing was measured for a premise to qualify. ``paper_value`` defaults to the
+    sentence of at most 200 characters (put longer detail in ``details``). ``paper_value`` defaults to the
     declaration's paper number. ``premises`` gives, for this filing only, the value of declared premises that
     depend on what was measured (e.g. the training runs a number comes from); the others are the report's."""
     details = dict(details or {})
@@ -378,8 +377,6 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
         premise = premises[name] if name in premises else rep.premise(name)
         if premise.name != name:
             raise ValueError(f"premises: the premise given for {name!r} is named {premise.name!r} ({decl.id})")
-        if decision.verdict == "not testable here":
-            continue   # nothing was measured: a premise about the measurement cannot make it undecided instead
         if not premise.holds and "rule alone" not in details:
             details["rule alone"] = {"verdict": OUTCOMES[rule_alone.verdict], "why": rule_alone.why}
         decision = premise.gate(decision)
