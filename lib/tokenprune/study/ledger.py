@@ -86,9 +86,22 @@ def _fmt_value(v: Any) -> str:
     return _cell(str(v))
 
 
+MAX_CELL = 200
+"""No cell of a claim's row is longer: the whole text is in results.json and on the study page."""
+
+
 def _cell(text: str) -> str:
     """Text safe inside a markdown table cell."""
     return " ".join(text.replace("|", "\\|").split())
+
+
+def _short(text: str) -> str:
+    """:func:`_cell` of ``text``, cut to :data:`MAX_CELL` characters (ending in an ellipsis) when longer."""
+    cell = _cell(text)
+    if len(cell) <= MAX_CELL:
+        return cell
+    cut = cell[: MAX_CELL - 1].rstrip("\\")
+    return cut + "…"
 
 
 def _ours(claim: Mapping[str, Any]) -> str:
@@ -99,8 +112,8 @@ def _ours(claim: Mapping[str, Any]) -> str:
     return s
 
 
-_CLAIM_COLUMNS = ("claim", "kind", "setting", "statement", "paper", "ours [CI]", "unit", "MDE", "profile", "verdict",
-                  "why")
+_CLAIM_COLUMNS = ("claim", "kind", "setting", "statement", "where", "paper", "ours [CI]", "unit", "MDE", "profile",
+                  "verdict", "why")
 
 
 def _mde_cell(claim: Mapping[str, Any]) -> str:
@@ -212,21 +225,19 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
         lines.append("| " + " | ".join(_CLAIM_COLUMNS) + " |")
         lines.append("|" + "---|" * len(_CLAIM_COLUMNS))
         for c in r["claims"]:
-            statement = _cell(c["statement"])
-            if c.get("source"):
-                statement += f" ({_cell(c['source'])})"
             row = [
                 f"`{c['id']}`",
                 c["kind"],
                 c["setting"],
-                statement,
+                _short(c["statement"]),
+                _short(c.get("source", "")),
                 _fmt_value(c.get("paper_value")),
                 _ours(c),
-                _cell(c.get("unit", "")),
+                _short(c.get("unit", "")),
                 _cell(_mde_cell(c)),
                 _cell(c.get("profile", "")) + (TIMED_MARK if c.get("timed") else ""),
                 c["verdict"],
-                _cell(_why_with_load(c)),
+                _short(_why_with_load(c)),
             ]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
