@@ -17,8 +17,11 @@ rep = report.Report("99_tiny", out_dir=report_dir, profile=profile, params=dict(
 x = overrides.get("x", 0)
 if x < 0:
     raise ValueError("x must be >= 0")
-rep.add_claim(id="tiny.x", paper="other", statement="x is even", source="test", our_value=x,
-              verdict="reproduced" if x % 2 == 0 else "not reproduced", why="" if x % 2 == 0 else "odd")
+from tokenprune.study.claims import Claim
+rep.add_claim(Claim(id="tiny.x", paper="other", statement="x is even", quote="x is even", source="test",
+                    kind="paper claim", setting="proxy", section="1", our_value=x,
+                    verdict="reproduced" if x % 2 == 0 else "not reproduced",
+                    outcome="holds" if x % 2 == 0 else "fails", why="" if x % 2 == 0 else "odd"))
 rep.write()
 '''
 

@@ -226,7 +226,8 @@ def full_schedule_premise(runs: Sequence[TrainedRun]) -> verdicts.Premise:
         return verdicts.Premise(FULL_SCHEDULE, True, "no run trained here: the model was given")
     # the detail is short (it becomes part of a claim's one-sentence why): counts and the first shortened recipe
     return verdicts.Premise(FULL_SCHEDULE, not short,
-                            f"{len(short)} of {len(runs)} run(s) shortened, first {short[0].spec.recipe}" if short
+                            (f"{len(short)} of {len(runs)} run(s) shortened, first {short[0].spec.recipe}: "
+                             f"{short[0].epochs_trained} of {short[0].summary['recipe_epochs']} epochs") if short
                             else f"{len(runs)} run(s) trained in full")
 
 
