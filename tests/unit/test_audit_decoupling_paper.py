@@ -84,7 +84,7 @@ def test_training_premise_reads_the_runs_of_the_claim():
     whole, short = _run(False), _run(True)
     assert filing.training_premise(s(whole)).holds
     p = filing.training_premise(s(whole), s(short))
-    assert not p.holds and "shortened by" in p.detail and p.name == "every training run trained its recipe's whole schedule"
+    assert not p.holds and "decoupling_fgvc_finetune" in p.detail and p.name == paper_runs.FULL_SCHEDULE
     given = paper_runs.TrainedRun(whole.spec, None, "given", None, "/ckpt/cub_small.pth")
     assert filing.training_premise(s(given)).holds
 
