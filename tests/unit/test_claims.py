@@ -68,8 +68,11 @@ def test_a_claim_refuses_a_verdict_of_another_kind_and_a_long_why():
     with pytest.raises(ValueError, match="verdict"):
         dataclasses.replace(claim, id="x", verdict="upheld")
     with pytest.raises(ValueError, match="why"):
-        C.file_claim(rep, _decl(id="y{keep}"), V.Decision("not reproduced", "x" * (C.MAX_WHY + 1), "rule"),
-                     keys={"keep": 0.7})
+        dataclasses.replace(claim, id="x", verdict="not reproduced", outcome="fails", why="x" * (C.MAX_WHY + 1))
+    long = "the interval lies below; " + "x" * C.MAX_WHY
+    filed = C.file_claim(rep, _decl(id="y{keep}"), V.Decision("not reproduced", long, "rule"), keys={"keep": 0.7},
+                         why="context")
+    assert filed.why == "the interval lies below" and filed.details == {"context": "context", "reason": long}
 
 
 def test_premises_are_declared_and_gate_the_decision():

@@ -356,6 +356,22 @@ def paper_number(path: Optional[Sequence[Any]], keys: Mapping[str, Any] = {}) ->
     return value
 
 
+def _one_sentence(reason: str, context: str, details: dict) -> str:
+    """The claim's why: the rule's reason with ``context`` when both fit :data:`MAX_WHY`; else the reason alone (the
+    context kept in ``details["context"]``), its first clause when even that is longer (the whole reason kept in
+    ``details["reason"]``)."""
+    joined = "; ".join(w for w in (reason, context) if w)
+    if len(joined) <= MAX_WHY:
+        return joined
+    if context:
+        details["context"] = context
+    if len(reason) <= MAX_WHY:
+        return reason
+    details["reason"] = reason
+    first = reason.split("; ")[0]
+    return first if len(first) <= MAX_WHY else first[: MAX_WHY - 1].rstrip() + "…"
+
+
 def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str, Any] = {},
                our_value: Any = None, ci: Optional[Sequence[float]] = None, design: Optional[dict] = None,
                timed: bool = False, load: Optional[dict] = None, paper_value: Any = None,
@@ -384,7 +400,7 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
         raise ValueError(f"decision: unknown verdict {decision.verdict!r} ({decl.id})")
     outcome = OUTCOMES[decision.verdict]
     verdict = {"holds": decl.on_rule_holds, "fails": _opposite(decl.kind, decl.on_rule_holds)}.get(outcome, outcome)
-    reason = "; ".join(w for w in (decision.why, why) if w)
+    reason = _one_sentence(decision.why, why, details)
     if paper_value is None:
         paper_value = paper_number(decl.paper_number, keys)
         if isinstance(paper_value, Mapping):
