@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
@@ -112,9 +111,11 @@ def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional
     params = {"profile": profile, "report_dir": ".", "overrides": dict(parameters or {})}
     t0 = time.perf_counter()
     executed = staging / f"{name}.ipynb"
-    here = os.getcwd()   # papermill runs in the staging folder; a failure must not leave this process there
+    # the kernel starts in the staging folder (nbclient's ``resources`` path); papermill's own ``cwd`` would change
+    # this whole process's directory, which batch members running side by side in threads share
     try:
-        pm.execute_notebook(str(nb), str(executed), parameters=params, kernel_name=kernel, cwd=str(staging),
+        pm.execute_notebook(str(nb.resolve()), str(executed.resolve()), parameters=params, kernel_name=kernel,
+                            resources={"metadata": {"path": str(staging.resolve())}},
                             progress_bar={"desc": f"[tokenprune] {name}", "file": sys.stdout, "ascii": True,
                                           "mininterval": 5.0, "unit": "cell"},
                             request_save_on_cell_execute=False)
@@ -124,7 +125,6 @@ def run_notebook(nb: Path, reports_dir: Path, profile: str, parameters: Optional
         body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
         (staging / f"{name}.html").write_text(body, encoding="utf-8")
     except Exception as err:  # noqa: BLE001 - report any failure, keep the previous report
-        os.chdir(here)
         msg = _failure_message(name, err)
         failed = reports_dir / f".failed-{name}.ipynb"
         if executed.exists():
