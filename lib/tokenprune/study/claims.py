@@ -380,10 +380,11 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     ``decision``, after the declaration's premises gate it; return the filed claim.
 
     A premise that fails makes the claim ``inconclusive`` naming it; the rule's own verdict and reason are kept in
-    ``details["rule alone"]``. ``why`` (context) is appended to the decision's reason: the result must stay one
-    sentence of at most 200 characters (put longer detail in ``details``). ``paper_value`` defaults to the
-    declaration's paper number. ``premises`` gives, for this filing only, the value of declared premises that
-    depend on what was measured (e.g. the training runs a number comes from); the others are the report's."""
+    ``details["rule alone"]``, each failed premise's detail in ``details["failed premises"]``. ``why`` (context) is
+    appended to the decision's reason: the result must stay one sentence of at most 200 characters (put longer
+    detail in ``details``). ``paper_value`` defaults to the declaration's paper number. ``premises`` gives, for this
+    filing only, the value of declared premises that depend on what was measured (e.g. the training runs a number
+    comes from); the others are the report's."""
     details = dict(details or {})
     unknown = sorted(set(premises) - set(decl.premises))
     if unknown:
@@ -393,8 +394,9 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
         premise = premises[name] if name in premises else rep.premise(name)
         if premise.name != name:
             raise ValueError(f"premises: the premise given for {name!r} is named {premise.name!r} ({decl.id})")
-        if not premise.holds and "rule alone" not in details:
-            details["rule alone"] = {"verdict": OUTCOMES[rule_alone.verdict], "why": rule_alone.why}
+        if not premise.holds:
+            details.setdefault("rule alone", {"verdict": OUTCOMES[rule_alone.verdict], "why": rule_alone.why})
+            details.setdefault("failed premises", {})[name] = premise.detail
         decision = premise.gate(decision)
     if decision.verdict not in OUTCOMES:
         raise ValueError(f"decision: unknown verdict {decision.verdict!r} ({decl.id})")

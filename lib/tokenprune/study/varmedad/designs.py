@@ -18,7 +18,7 @@ from tokenprune.study.varmedad.claims import CLAIMS
 
 __all__ = ["image_design", "seed_design", "cluster_design", "binding_gate", "beats_values", "part_summary",
            "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file", "file_on_base",
-           "schedule_premise", "unmeasured"]
+           "unmeasured"]
 
 
 def image_design(a: Predictions, b: Predictions, n_max: Optional[int] = None,
@@ -141,19 +141,6 @@ def interval(values, groups, seed: int) -> metrics.Interval:
     return cluster_bootstrap_ci(values, groups, seed=seed)
 
 
-def schedule_premise(runs: Sequence[Any]) -> verdicts.Premise:
-    """:func:`tokenprune.study.paper_runs.full_schedule_premise` with a detail short enough for a claim's why: how
-    many of the ``runs`` were shortened, and the first one's epochs."""
-    premise = paper_runs.full_schedule_premise(runs)
-    short = [r for r in runs if not r.full_schedule]
-    if not short:
-        return premise
-    r = short[0]
-    detail = (f"{len(short)} of {len(runs)} run(s) shortened, e.g. {r.spec.name}: {r.epochs_trained} of "
-              f"{r.summary['recipe_epochs']} epochs")
-    return verdicts.Premise(premise.name, premise.holds, detail[:MAX_WHY - len(premise.name) - 22])
-
-
 def unmeasured(decl: Declaration, why: str) -> dict[str, verdicts.Premise]:
     """The declared premises of ``decl`` for a filing that measured nothing (its verdict says why it is not testable
     here): a premise on what a measurement rests on holds vacuously without one."""
@@ -186,7 +173,7 @@ def file_on_base(rep: Any, cid: str, decision: verdicts.Decision, *, profile: st
     if profile == "paper":
         decl = CLAIMS[paper_runs.paper_scale_id(cid)]
         if paper_runs.FULL_SCHEDULE not in given:
-            given[paper_runs.FULL_SCHEDULE] = schedule_premise([base_run])
+            given[paper_runs.FULL_SCHEDULE] = paper_runs.full_schedule_premise([base_run])
     else:
         decl = CLAIMS[cid]
     return file(rep, decl, decision, premises=given, **measured)

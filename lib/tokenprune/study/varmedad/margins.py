@@ -11,7 +11,7 @@ from tokenprune.measure import metrics
 from tokenprune.measure.evaluation import paired_comparison
 from tokenprune.study import paper_runs, proxy, verdicts
 from tokenprune.study.varmedad.claims import CLAIMS, SEEDS, TOP1, TRAINS_OVERLAP
-from tokenprune.study.varmedad.designs import file, file_on_base, schedule_premise, seed_design, unmeasured
+from tokenprune.study.varmedad.designs import file, file_on_base, seed_design, unmeasured
 from tokenprune.study.varmedad.finetunes import Finetunes, trains_overlap_premise
 from tokenprune.study.varmedad.settings import EFFECTS, MIN_SEEDS
 from tokenprune.study.paper_numbers import VARMEDAD as VM
@@ -64,7 +64,7 @@ def margin_claim(rep, ft: Finetunes, cfg: SimpleNamespace, cid: str) -> Optional
     if TRAINS_OVERLAP in decl.premises:
         premises[TRAINS_OVERLAP] = trains_overlap_premise(cfg)
     if cfg.profile == "paper":
-        premises[paper_runs.FULL_SCHEDULE] = schedule_premise(
+        premises[paper_runs.FULL_SCHEDULE] = paper_runs.full_schedule_premise(
             [ft.runs[(c, s)] for c in (a, b) for s in cfg.seeds])
     file_on_base(rep, cid, decision, profile=cfg.profile, premises=premises, paper_value=paper_value,
                  our_value=round(ss.mean, 3), ci=None if ss.n < 2 else [ss.low, ss.high],
@@ -99,7 +99,7 @@ def top1_claims(rep, ft: Finetunes, cfg: SimpleNamespace) -> None:
         runs = table[table.config == name]
         ss = metrics.seed_summary(runs.top1.values * 100)
         premises = {SEEDS: verdicts.Premise(SEEDS, ss.n >= MIN_SEEDS, f"{ss.n} seed(s)"),
-                    paper_runs.FULL_SCHEDULE: schedule_premise([ft.runs[(name, s)] for s in runs.seed])}
+                    paper_runs.FULL_SCHEDULE: paper_runs.full_schedule_premise([ft.runs[(name, s)] for s in runs.seed])}
         file(rep, decl, decl.rule.decide(ss.mean, ss.low, ss.high), premises=premises, our_value=round(ss.mean, 2),
              ci=None if ss.n < 2 else [ss.low, ss.high], why="seed t-interval of top-1 of our recipe",
              details={"setting": ft.setting})
