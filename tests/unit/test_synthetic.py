@@ -275,6 +275,32 @@ def test_cluttered_determinism_and_subset() -> None:
     assert a["image"].tobytes() != c["image"].tobytes()
 
 
+def test_cluttered_on_photos_changes_only_the_empty_pixels() -> None:
+    imgs, labels = _digits28()
+    black = syn.clutter_items(imgs, labels, canvas=64, seed=3)
+    photo = syn.clutter_items(imgs, labels, canvas=64, seed=3, background="photo", background_contrast=0.5)
+    for key in ("object_mask", "clutter_mask", "bbox", "offset", "label", "index"):
+        np.testing.assert_array_equal(photo[key], black[key], err_msg=key)
+    fg = (black["object_mask"] | black["clutter_mask"]).astype(bool)
+    np.testing.assert_array_equal(photo["image"][fg], black["image"][fg])
+    bg = photo["image"][~fg].astype(float)
+    assert 0 < bg.mean() and bg.max() <= 0.5 * 255 + 1  # a photo, dimmed by the contrast
+    # a function of (seed, index): the same image for an item whatever else is generated with it
+    sub = syn.clutter_items(imgs, labels, canvas=64, seed=3, background="photo", indices=[7, 42])
+    np.testing.assert_array_equal(sub["image"], photo["image"][[7, 42]])
+    # not one photo for all
+    assert len({photo["image"][k][~fg[k]].mean().round(1) for k in range(20)}) > 5
+
+
+@pytest.mark.parametrize("kwargs, param", [({"background": "noise"}, "background"),
+                                           ({"background": "photo", "background_contrast": 1.5},
+                                            "background_contrast")])
+def test_cluttered_refuses_an_unknown_background(kwargs: dict, param: str) -> None:
+    imgs, labels = _digits28()
+    with pytest.raises(ValueError, match=param):
+        syn.clutter_items(imgs, labels, **kwargs)
+
+
 def test_cluttered_wrapper_keeps_label_feature() -> None:
     import datasets
 

