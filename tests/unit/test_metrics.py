@@ -293,3 +293,33 @@ def test_diversity_collapsed_and_orthogonal_sets():
     assert M.mean_pairwise_cosine_distance(opposite).item() == pytest.approx(2.0)
     batch = torch.stack([same, eye])
     assert M.effective_rank(batch).tolist() == pytest.approx([1.0, 4.0])
+
+
+def test_holm_adjust_matches_the_step_down_procedure():
+    from tokenprune.measure.metrics import holm_adjust
+
+    p = [0.01, 0.04, 0.03, 0.005]
+    # sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 -> 0.02, 0.03, 0.06, 0.04 -> running max 0.02 0.03 0.06 0.06
+    np.testing.assert_allclose(holm_adjust(p), [0.03, 0.06, 0.06, 0.02])
+    np.testing.assert_allclose(holm_adjust([0.5, 0.9]), [1.0, 1.0])
+    with pytest.raises(ValueError, match="p_values"):
+        holm_adjust([0.1, 1.5])
+
+
+def test_seed_image_bootstrap_resamples_source_groups():
+    from tokenprune.measure.metrics import seed_image_bootstrap_diff
+
+    rng = np.random.default_rng(0)
+    base = (rng.random((3, 400)) < 0.7).astype(float)
+    ref = (rng.random((1, 400)) < 0.6).astype(float)
+    one = seed_image_bootstrap_diff(base, ref, seed=1)
+    alone = seed_image_bootstrap_diff(base, ref, seed=1, groups=np.arange(400))
+    assert alone.estimate == pytest.approx(one.estimate)
+    assert (alone.high - alone.low) == pytest.approx(one.high - one.low, rel=0.15)
+    # every image four times over: counted as independent the interval halves; by source it does not
+    rep_a, rep_b = np.repeat(base, 4, axis=1), np.repeat(ref, 4, axis=1)
+    naive = seed_image_bootstrap_diff(rep_a, rep_b, seed=1)
+    by_source = seed_image_bootstrap_diff(rep_a, rep_b, seed=1, groups=np.repeat(np.arange(400), 4))
+    assert (by_source.high - by_source.low) > 1.5 * (naive.high - naive.low)
+    with pytest.raises(ValueError, match="groups"):
+        seed_image_bootstrap_diff(base, ref, groups=np.arange(10))

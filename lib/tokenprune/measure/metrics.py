@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -757,7 +757,36 @@ def diversity(tokens: np.ndarray | torch.Tensor, center: bool = False) -> Divers
 # trained configurations: paired seeds and paired images
 # ----------------------------------------------------------------------------------------------
 
-__all__ += ["seed_image_bootstrap_diff"]
+__all__ += ["seed_image_bootstrap_diff", "holm_adjust"]
+
+
+def _group_index(groups: Optional[ArrayLike], n: int) -> tuple[Optional[np.ndarray], np.ndarray, np.ndarray]:
+    """For ``groups`` ``[N]``: the order that sorts them, where each group starts in it, and each group's size;
+    ``(None, arange(N), ones(N))`` without groups."""
+    if groups is None:
+        return None, np.arange(n), np.ones(n, dtype=np.int64)
+    g = np.asarray(groups)
+    if g.shape != (n,):
+        raise ValueError(f"groups: expected shape ({n},), one group per image, got {g.shape}")
+    order = np.argsort(g, kind="stable")
+    gs = g[order]
+    starts = np.r_[0, np.flatnonzero(gs[1:] != gs[:-1]) + 1]
+    return order, starts, np.diff(np.r_[starts, n])
+
+
+def holm_adjust(p_values: ArrayLike) -> np.ndarray:
+    """Holm's step-down adjustment of the p-values of one family of tests (Holm, 1979): the ``i``-th smallest
+    becomes ``max_{j <= i} min(1, (m - j + 1) p_(j))``; reject at level ``alpha`` where the adjusted p is at most
+    ``alpha``. Returns the adjusted p-values in the input's order."""
+    p = np.asarray(p_values, dtype=np.float64).reshape(-1)
+    if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
+        raise ValueError(f"p_values: expected values in [0, 1], got {p.tolist()}")
+    m = p.size
+    order = np.argsort(p, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = adj
+    return out
 
 
 def seed_image_bootstrap_diff(
@@ -766,6 +795,7 @@ def seed_image_bootstrap_diff(
     n_boot: int = 2000,
     alpha: float = 0.05,
     seed: int = 0,
+    groups: Optional[ArrayLike] = None,
 ) -> PairedDiff:
     """Two-stage bootstrap of ``mean(a) - mean(b)`` for per-image metrics of trained models, ``[S, N]``.
 
@@ -777,7 +807,9 @@ def seed_image_bootstrap_diff(
     images. A one-row ``b`` (an untrained reference) is compared with every seed of ``a``. With few seeds the
     seed stage understates the spread by about ``(S - 1) / S``; report the per-seed values beside it.
     The two-sided p-value centres the bootstrap distribution on the null, as :func:`paired_bootstrap_diff`.
-    ``n`` of the result is the number of images.
+    ``n`` of the result is the number of images. ``groups`` (``[N]``, e.g. the source item each test image was made
+    from): the second stage resamples groups instead of images, so images that share a source are not counted as
+    independent (the mean is then over the drawn groups' images).
     """
     x, y = _np(a, np.float64), _np(b, np.float64)
     if x.ndim == 1:
@@ -792,6 +824,8 @@ def seed_image_bootstrap_diff(
     if np.isnan(d).any():
         raise ValueError("seed_image_bootstrap_diff: NaN values are not supported")
     s, n = d.shape
+    order, starts, counts = _group_index(groups, n)
+    m = len(starts)
     rng = np.random.default_rng(seed)
     est = float(d.mean())
     boots = np.empty(n_boot, dtype=np.float64)
@@ -801,8 +835,13 @@ def seed_image_bootstrap_diff(
         k = stop - start
         weights = np.stack([np.bincount(rng.integers(0, s, s), minlength=s) for _ in range(k)]) / s  # [k, S]
         per_image = weights @ d                                                                          # [k, N]
-        idx = rng.integers(0, n, size=(k, n))
-        boots[start:stop] = np.take_along_axis(per_image, idx, axis=1).mean(1)
+        if order is None:
+            idx = rng.integers(0, n, size=(k, n))
+            boots[start:stop] = np.take_along_axis(per_image, idx, axis=1).mean(1)
+        else:
+            sums = np.add.reduceat(per_image[:, order], starts, axis=1)                                  # [k, G]
+            idx = rng.integers(0, m, size=(k, m))
+            boots[start:stop] = np.take_along_axis(sums, idx, axis=1).sum(1) / counts[idx].sum(1)
     low, high = np.quantile(boots, [alpha / 2.0, 1.0 - alpha / 2.0])
     extreme = np.abs(boots - est) >= abs(est) - 1e-12
     p = float((1 + extreme.sum()) / (n_boot + 1))
