@@ -65,6 +65,7 @@ __all__ = [
     "CheckpointMismatchError",
     "CheckpointMissingError",
     "rebuild_hint",
+    "refuse_if_cache_only",
     "checkpoint_dir",
     "default_recipes",
     "smoke_recipes",
@@ -790,11 +791,21 @@ def ensure_model(recipe: TrainRecipe, cache_dir: Optional[str | os.PathLike] = N
             if on_mismatch == "raise":
                 raise
             print(f"[models] {err} -> retraining {recipe.name}", file=sys.stderr, flush=True)
+    refuse_if_cache_only(recipe.name, pt)
     model, info = _train_and_save(recipe, pt, js, progress, data_root, init, device, compile=compile)
     if info and info["size_bytes"] > MAX_CHECKPOINT_BYTES and cache == checkpoint_dir("default"):
         print(f"[models] WARNING: {pt.name} is {info['size_bytes']} bytes, over the {MAX_CHECKPOINT_BYTES} limit "
               f"for committed checkpoints", file=sys.stderr)
     return model, {**info, "loaded": False, "path": str(pt)}
+
+
+def refuse_if_cache_only(name: str, path: Path) -> None:
+    """:class:`CheckpointMissingError` when :func:`tokenprune.utils.environment.cache_only` forbids building ``name``."""
+    from tokenprune.utils.environment import CACHE_ONLY_ENV, cache_only
+
+    if cache_only():
+        raise CheckpointMissingError(f"{name}: {path.name} is missing or broken and {CACHE_ONLY_ENV} forbids building "
+                                     f"it; build it with `make models` and commit it")
 
 
 def load_base_model(name: str, profile: Optional[str] = None, cache_dir: Optional[str | os.PathLike] = None,

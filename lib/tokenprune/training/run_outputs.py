@@ -119,6 +119,9 @@ def ensure_outputs(recipe: TrainRecipe, run: Callable[[], tuple[dict[str, np.nda
     if not force and has_outputs(recipe, cache_dir):
         arrays, info = load_outputs(recipe, cache_dir)
         return arrays, {**info, "loaded": True}
+    from tokenprune.training.base_models import refuse_if_cache_only
+
+    refuse_if_cache_only(recipe.name, output_paths(recipe, cache_dir)[0])
     started = time.perf_counter()
     arrays, info = run()
     info = {**info, "wall_time_s": round(time.perf_counter() - started, 1),

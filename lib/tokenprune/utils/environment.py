@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DISTRIBUTION", "PROFILES", "DATA_DIR_ENV", "data_dir", "git_state", "library_versions", "hardware", "provenance"]
+__all__ = ["DISTRIBUTION", "PROFILES", "DATA_DIR_ENV", "CACHE_ONLY_ENV", "cache_only", "data_dir", "git_state", "library_versions", "hardware", "provenance"]
 
 #: the distribution name on a package index (the import name is ``tokenprune``; that name is taken there)
 DISTRIBUTION = "tokenprune-study"
@@ -22,6 +22,14 @@ PROFILES: tuple[str, ...] = ("smoke", "default", "paper")
 #: environment variable that moves the data folder
 DATA_DIR_ENV = "TOKENPRUNE_DATA_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[3]
+#: set to 1 to make a missing cached model or output an error instead of a rebuild (CI's ``make reproduce``: the
+#: committed caches must be complete, and a silent rebuild would hide that they are not)
+CACHE_ONLY_ENV = "TOKENPRUNE_CACHE_ONLY"
+
+
+def cache_only() -> bool:
+    """Whether :data:`CACHE_ONLY_ENV` forbids building a missing cached model or output."""
+    return os.environ.get(CACHE_ONLY_ENV, "") not in ("", "0")
 
 
 def data_dir() -> Path:
