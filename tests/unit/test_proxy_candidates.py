@@ -75,3 +75,28 @@ def test_recheck_refuses_a_cache_the_code_does_not_reproduce(monkeypatch):
         po.recheck(c, stale, n=4)
     with pytest.raises(po.CacheStale, match="labels"):
         po.recheck(c, {**fresh, "labels": np.arange(1, 5)}, n=4)
+
+
+def test_cache_only_refuses_to_build_a_missing_model_or_output(tmp_path, monkeypatch):
+    from tokenprune.training import run_outputs
+    from tokenprune.utils.environment import CACHE_ONLY_ENV
+
+    monkeypatch.setenv(CACHE_ONLY_ENV, "1")
+    recipe = base_models.recipes_for("smoke")["small_vit_fmnist_smoke"]
+    with pytest.raises(base_models.CheckpointMissingError, match=CACHE_ONLY_ENV):
+        base_models.ensure_model(recipe, tmp_path, progress=False)
+    with pytest.raises(base_models.CheckpointMissingError, match=CACHE_ONLY_ENV):
+        run_outputs.ensure_outputs(recipe, lambda: pytest.fail("built"), tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_k5_fine_tunes_train_blocks_4_to_12_and_are_keyed_by_base_and_numerics():
+    from tokenprune.training import proxy_finetunes as pf
+
+    c = pc.CANDIDATES[0]
+    r = pf.k5_recipe(c, 1)
+    assert r.trainable == [f"blocks.{i}." for i in range(3, 12)] + ["norm.", "fc_norm.", "head."]
+    assert r.keep_rate == pc.FINETUNE["keep_rate"] and r.keep_length == 0.0 and r.train_subset == c.train_images
+    assert r.arch["base_hash"] == base_models.recipes_for("default")[c.name].recipe_hash()
+    assert r.extra["numerics"] == NUMERICS_VERSION and r.seed == 1
+    assert len({pf.k5_recipe(c, s).recipe_hash() for s in pc.FINETUNE["seeds"]}) == len(pc.FINETUNE["seeds"])

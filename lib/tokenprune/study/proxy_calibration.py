@@ -1,0 +1,117 @@
+"""The pre-registered calibration, measured: each candidate's criteria from its cached outputs, and the choice.
+
+:mod:`tokenprune.study.proxy_plan` fixes the criteria, the order and the fallback; this module reads what ``make
+models`` measured (:mod:`tokenprune.training.proxy_outputs`, :mod:`tokenprune.training.proxy_finetunes`), turns it
+into each criterion's measurement with its 95 % interval (paired bootstrap over the test images; for K5 a
+two-stage bootstrap over seeds and images), and applies the plan. Top-1 and costs are in points.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from tokenprune.measure import metrics
+from tokenprune.measure.macs import analytic_macs
+from tokenprune.study import proxy_plan as plan
+from tokenprune.training import proxy_finetunes, proxy_outputs
+from tokenprune.training.proxy_candidates import FINETUNE, Candidate
+
+__all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table"]
+
+
+def _correct(arrays: dict[str, np.ndarray], label: str) -> np.ndarray:
+    return (arrays[f"logits/{label}"].argmax(-1) == arrays["labels"]).astype(float)
+
+
+def _diff(a: np.ndarray, b: np.ndarray, seed: int) -> tuple[float, float, float]:
+    d = metrics.paired_bootstrap_diff(a, b, seed=seed)
+    return 100 * d.estimate, 100 * d.low, 100 * d.high
+
+
+def nearest_tome_r(c: Candidate) -> int:
+    """The r whose MAC ratio on the candidate's backbone is nearest DeiT-S's at r = 13 (the plan's rule)."""
+    return _nearest_tome_r(c.img_size, c.tokens)
+
+
+@functools.lru_cache(maxsize=None)
+def _nearest_tome_r(img_size: int, tokens: int, rs: range = range(1, 9)) -> int:
+    import timm
+
+    from tokenprune.methods.tome import tome_schedule
+
+    model = timm.create_model("vit_small_patch14_dinov2", pretrained=False, img_size=img_size, num_classes=0)
+    base = analytic_macs(model).total
+    tome = proxy_outputs.ots_configs(tokens, len(model.blocks))[-1]
+    ratio = {}
+    for r in rs:
+        rates, locs = tome_schedule(r, tokens, len(model.blocks))
+        ratio[r] = analytic_macs(tome.with_(keep_rate=rates, locations=locs).apply(copy.deepcopy(model))).total / base
+    return min(ratio, key=lambda r: abs(ratio[r] - plan.DEIT_S_MAC_RATIO))
+
+
+def measurements(c: Candidate, arrays: dict[str, np.ndarray], seed: int = 0) -> dict[str, Any]:
+    """K1-K4 and K6's measurements of candidate ``c`` from its off-the-shelf outputs, and the premises'."""
+    r = nearest_tome_r(c)
+    if r != proxy_outputs.TOME_R:
+        raise ValueError(f"{c.name}: ToMe's r nearest DeiT-S's MAC ratio is {r}, the cache holds r = "
+                         f"{proxy_outputs.TOME_R}; rebuild the outputs with `make models`")
+    full = _correct(arrays, "unpruned")
+    top1 = metrics.bootstrap_ci(full, seed=seed)
+    m: dict[str, Any] = {"candidate": c.name, "role": c.role, "tokens": c.tokens, "test_images": int(len(full)),
+                         "object_token_share": float(arrays["object_token_share"].mean()),
+                         "top1": 100 * top1.estimate, "top1_low": 100 * top1.low, "top1_high": 100 * top1.high}
+    for k in proxy_outputs.KEEP_RATES:
+        m[f"cost@{k:g}"], m[f"cost@{k:g}_low"], m[f"cost@{k:g}_high"] = _diff(full, _correct(arrays, f"fuse@{k:g}"),
+                                                                              seed)
+    tome = f"tome@r{proxy_outputs.TOME_R}"
+    m["tome_cost"], m["tome_cost_low"], m["tome_cost_high"] = _diff(full, _correct(arrays, tome), seed)
+    fuse5, rnd, mink = (_correct(arrays, k) for k in ("fuse@0.5", "random@0.5", "mink@0.5"))
+    m["topk-random@0.5"], m["topk-random@0.5_low"], _ = _diff(fuse5, rnd, seed)
+    m["random-mink@0.5"], m["random-mink@0.5_low"], _ = _diff(rnd, mink, seed)
+    return m
+
+
+def k5(c: Candidate, arrays: dict[str, np.ndarray], cost: float, seed: int = 0) -> Optional[dict[str, float]]:
+    """K5's measurements (the fine-tunes' gain over the same base pruned off the shelf at keep 0.7, paired over
+    images, two-stage over seeds and images, and its share of the off-the-shelf cost); None without fine-tunes."""
+    if c.name not in proxy_finetunes.FINETUNED:
+        return None
+    runs = [proxy_finetunes.load(c, s)[0] for s in FINETUNE["seeds"]]
+    for run in runs:
+        if not np.array_equal(run["labels"], arrays["labels"]):
+            raise ValueError(f"{c.name}: a fine-tune was measured on other test images than the off-the-shelf cache")
+    a = np.stack([(run["logits"].argmax(-1) == run["labels"]).astype(float) for run in runs])
+    b = _correct(arrays, "fuse@0.7")[None]
+    d = metrics.seed_image_bootstrap_diff(a, b, seed=seed)
+    gain = 100 * d.estimate
+    return {"ft_gain@0.7": gain, "ft_gain@0.7_low": 100 * d.low, "ft_gain@0.7_high": 100 * d.high,
+            "ft_share_of_cost": 100 * gain / cost if cost > 0 else float("nan"), "ft_seeds": len(runs)}
+
+
+def calibrate(profile: str = "default", seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, tuple]]:
+    """Every candidate measured (its caches loaded; a missing one is an error naming ``make models``), judged by the
+    plan, and the choice per role: ``(rows, {role: (name, how)})``."""
+    rows = []
+    for c in plan.CANDIDATES:
+        arrays, _ = proxy_outputs.load(c, profile)
+        m = measurements(c, arrays, seed)
+        m.update(k5(c, arrays, m["cost@0.7"], seed) or {})
+        m.update(plan.judge(c, m))
+        rows.append(m)
+    chosen = {role: plan.choose({r["candidate"]: r for r in rows if r["role"] == role}, role) for role in plan.BARS}
+    return rows, chosen
+
+
+def table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per candidate: what was measured and each criterion's outcome (met / missed / not measured)."""
+    df = pd.DataFrame(rows)
+    ids = [c.id for c in plan.CRITERIA]
+    for k in ids:
+        if k in df:
+            df[k] = df[k].map(lambda v: "not measured" if v is None or v != v else ("met" if v else "missed"))
+    return df[[c for c in df.columns if c not in ids] + [k for k in ids if k in df]]
+

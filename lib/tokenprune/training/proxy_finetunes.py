@@ -1,0 +1,98 @@
+"""K5's fine-tunes of the proxy candidates, cached as their outputs (notebook 00's pre-registered measurement).
+
+A candidate's base model fine-tuned with EViT at keep 0.7 (fused inattentive token, blocks 4/7/10, the target
+rate from the first step: EViT's fine-tuning protocol) by :data:`tokenprune.training.proxy_candidates.FINETUNE`:
+blocks 4-12, the final norm and the head train, blocks 1-3 and the patch embedding stay frozen; one pass over
+``train_images`` training images drawn with the seed. Its weights (nine blocks) do not fit the committed-artefact
+budget, so the cache keeps its logits at keep 0.7 on the candidate's test images, keyed by a recipe whose hash covers
+the base model's recipe and :data:`tokenprune.core.patch.NUMERICS_VERSION`.
+
+Which candidates are fine-tuned follows the pre-registered rule (a candidate that meets every other criterion of its
+role, or the fallback's next in line, in candidate order): :data:`FINETUNED` records the candidates the rule asked
+for, and notebook 00 refuses to decide K5 for a candidate the rule asks for and this list lacks.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+
+from tokenprune.core.config import PruneConfig
+from tokenprune.core.patch import NUMERICS_VERSION
+from tokenprune.measure.evaluation import predict
+from tokenprune.training import base_models, run_outputs
+from tokenprune.training.finetune import finetune, finetune_recipe
+from tokenprune.training.loop import TrainRecipe, as_tensors
+from tokenprune.training.proxy_candidates import CANDIDATES, FINETUNE, Candidate
+
+__all__ = ["FINETUNED", "trainable", "k5_config", "k5_recipe", "train_and_measure", "load", "build"]
+
+#: the candidates whose K5 fine-tunes ``make models`` builds (those the pre-registered rule asked for)
+FINETUNED: tuple[str, ...] = ()
+
+
+def trainable(depth: int = 12) -> list[str]:
+    """The parameter-name prefixes that train: blocks from :data:`FINETUNE`'s ``trainable_from_block`` (1-based) on,
+    the final norm and the head."""
+    first = int(FINETUNE["trainable_from_block"]) - 1
+    return [f"blocks.{i}." for i in range(first, depth)] + ["norm.", "fc_norm.", "head."]
+
+
+def k5_config() -> PruneConfig:
+    """EViT at :data:`FINETUNE`'s keep rate, fused inattentive token, blocks 4/7/10."""
+    return PruneConfig(keep_rate=float(FINETUNE["keep_rate"]), name=f"fuse@{FINETUNE['keep_rate']:g}")
+
+
+def k5_recipe(c: Candidate, seed: int) -> TrainRecipe:
+    """The recipe of candidate ``c``'s fine-tune with ``seed`` (``<candidate>_ft_fuse70_s<seed>``)."""
+    base = base_models.recipes_for("default")[c.name]
+    rec = finetune_recipe(base, k5_config(), name=f"{c.name}_ft_fuse70_s{seed}", seed=seed,
+                          epochs=float(FINETUNE["epochs"]), batch_size=int(FINETUNE["batch"]), lr=float(FINETUNE["lr"]),
+                          min_lr=float(FINETUNE["min_lr"]), warmup_epochs=float(FINETUNE["warmup"]),
+                          keep_length=0.0, keep_start=0.0, train_subset=c.train_images, val_subset=None,
+                          test_subset=None, trainable=trainable(), weight_decay=float(FINETUNE["weight_decay"]),
+                          dtype="fp32")
+    return rec.replace(arch={"builder": "finetune", "base": c.name, "base_hash": base.recipe_hash()},
+                       extra={**base.extra, "finetune": "fuse70", "numerics": NUMERICS_VERSION,
+                              "test_images": c.test_images, "outputs": "logits at keep 0.7 on the test images"})
+
+
+def train_and_measure(c: Candidate, seed: int, progress: bool = False) -> tuple[dict[str, np.ndarray], dict]:
+    """Fine-tune candidate ``c`` with ``seed`` and measure it pruned at keep 0.7 on its test images (fp32)."""
+    recipe = k5_recipe(c, seed)
+    torch.manual_seed(seed)
+    model, info = base_models.load_base_model(c.name, progress=False)
+    data = base_models.load_recipe_data(recipe)
+    train_s = finetune(model, recipe, as_tensors(data["train"]), k5_config(), seed=seed, progress=progress).train_time_s
+    model = model.cpu().eval()
+    x, y = as_tensors(base_models.eval_data(recipe, n=c.test_images))
+    p = predict(model, model.tp_preprocess(x), y, batch=64, dtype="fp32")
+    acc = float(p.correct.mean())
+    return ({"logits": p.logits.float().numpy(), "labels": y.numpy()},
+            {"weights_sha256": run_outputs.weights_sha256(model, recipe.trainable), "train_time_s": round(train_s, 1),
+             "test": {"accuracy": acc, "n": int(len(y)), "keep_rate": FINETUNE["keep_rate"]}})
+
+
+def load(c: Candidate, seed: int, profile: str = "default") -> tuple[dict[str, np.ndarray], dict]:
+    """The cached outputs of candidate ``c``'s fine-tune with ``seed`` (missing: an error naming ``make models``)."""
+    return run_outputs.load_outputs(k5_recipe(c, seed), base_models.checkpoint_dir(profile))
+
+
+def build(profile: str = "default", progress: bool = True, force: bool = False,
+          only: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
+    """``make models``: the fine-tunes of :data:`FINETUNED` (``only``: of these candidates), every seed of
+    :data:`FINETUNE`, beside the ``default`` checkpoints (other profiles: nothing). Returns the sidecars."""
+    if profile != "default":
+        return []
+    infos = []
+    for c in CANDIDATES:
+        if c.name not in (FINETUNED if only is None else only):
+            continue
+        for s in FINETUNE["seeds"]:
+            _, info = run_outputs.ensure_outputs(k5_recipe(c, s), lambda c=c, s=s: train_and_measure(c, s, progress),
+                                                 base_models.checkpoint_dir(profile), force=force)
+            if progress:
+                print(run_outputs.describe(info), flush=True)
+            infos.append(info)
+    return infos

@@ -1,0 +1,78 @@
+"""The pre-registered calibration measured from cached outputs: the costs are the paired differences the plan
+names, K5 is the fine-tunes' gain over seeds and images, and the choice follows the plan on what was measured."""
+import numpy as np
+import pytest
+
+from tokenprune.study import proxy_calibration as pcal
+from tokenprune.study import proxy_plan as plan
+from tokenprune.training import proxy_finetunes, proxy_outputs
+from tokenprune.training.proxy_candidates import FINETUNE
+
+N = 2000
+
+
+def _logits(correct: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    out = np.zeros((len(labels), 10), np.float32)
+    out[np.arange(len(labels)), np.where(correct, labels, (labels + 1) % 10)] = 1.0
+    return out
+
+
+def _arrays(wrong: dict[str, int], base_wrong: int = 100) -> dict[str, np.ndarray]:
+    """Outputs where the unpruned model misses ``base_wrong`` images and each configuration misses ``wrong[k]``
+    more (the first ones after those)."""
+    labels = np.arange(N) % 10
+    out = {"labels": labels, "object_token_share": np.full(N, 0.3, np.float32)}
+    for k in proxy_outputs._labels(plan.CANDIDATES[0]):
+        miss = base_wrong + wrong.get(k, 0)
+        out[f"logits/{k}"] = _logits(np.arange(N) >= miss, labels)
+    return out
+
+
+GOOD = {"fuse@0.9": 10, "fuse@0.7": 40, "fuse@0.5": 120, "random@0.5": 300, "mink@0.5": 600,
+        f"tome@r{proxy_outputs.TOME_R}": 30}
+
+
+def test_costs_are_paired_differences_in_points():
+    m = pcal.measurements(plan.CANDIDATES[0], _arrays(GOOD))
+    assert m["top1"] == pytest.approx(95.0)
+    assert m["cost@0.7"] == pytest.approx(2.0) and m["cost@0.7_low"] > 0
+    assert m["cost@0.5"] == pytest.approx(6.0) and m["tome_cost"] == pytest.approx(1.5)
+    assert m["topk-random@0.5"] == pytest.approx(9.0) and m["random-mink@0.5"] == pytest.approx(15.0)
+    assert m["object_token_share"] == pytest.approx(0.3)
+
+
+def test_the_cached_tome_r_is_the_plans():
+    assert pcal.nearest_tome_r(plan.CANDIDATES[0]) == proxy_outputs.TOME_R
+
+
+def _with_finetunes(monkeypatch, names, ft_wrong):
+    monkeypatch.setattr(proxy_finetunes, "FINETUNED", tuple(names))
+    labels = np.arange(N) % 10
+
+    def load(c, s, profile="default"):
+        return {"labels": labels, "logits": _logits(np.arange(N) >= 100 + ft_wrong[s], labels)}, {}
+
+    monkeypatch.setattr(proxy_finetunes, "load", load)
+
+
+def test_k5_is_the_gain_over_seeds_and_images(monkeypatch):
+    c = plan.CANDIDATES[0]
+    assert pcal.k5(c, _arrays(GOOD), 2.0) is None                      # no fine-tunes: not measured
+    _with_finetunes(monkeypatch, [c.name], {s: 10 for s in FINETUNE["seeds"]})
+    r = pcal.k5(c, _arrays(GOOD), 2.0)
+    assert r["ft_gain@0.7"] == pytest.approx(1.5) and r["ft_share_of_cost"] == pytest.approx(75.0)
+    assert r["ft_gain@0.7_low"] > 0 and r["ft_seeds"] == len(FINETUNE["seeds"])
+
+
+def test_calibrate_chooses_by_the_plan(monkeypatch):
+    costly = {**GOOD, "fuse@0.7": 200}                                 # 10 points at keep 0.7: above K2's band
+    first, second = [c.name for c in plan.CANDIDATES if c.role == "classification"][:2]
+    monkeypatch.setattr(proxy_outputs, "load",
+                        lambda c, profile="default": (_arrays(costly if c.name == first else GOOD), {}))
+    rows, chosen = pcal.calibrate()
+    assert chosen["classification"] == (None, "none")                  # K5 unmeasured: nothing is chosen
+    _with_finetunes(monkeypatch, [first, second], {s: 10 for s in FINETUNE["seeds"]})
+    rows, chosen = pcal.calibrate()
+    assert chosen["classification"] == (second, "meets every criterion")
+    t = pcal.table(rows)
+    assert t.set_index("candidate").loc[first, "K2"] == "missed" and t.set_index("candidate").loc[second, "K2"] == "met"
