@@ -55,8 +55,7 @@ def ots_configs(num_patches: int, depth: int) -> list[PruneConfig]:
 
 
 def _labels(c: Candidate) -> list[str]:
-    grid = c.img_size // c.patch
-    return ["unpruned"] + [cfg.label for cfg in ots_configs(grid * grid, 12)]
+    return ["unpruned"] + [cfg.label for cfg in ots_configs(c.tokens, 12)]
 
 
 def ots_recipe(c: Candidate) -> TrainRecipe:
