@@ -140,3 +140,19 @@ def test_compare_results_finds_moved_numbers_and_outcomes_but_not_renamed_verdic
     assert L.main([str(tmp_path / "new"), "--compare-results", str(tmp_path / "same"), "--no-write"]) == 0
     out = capsys.readouterr().out
     assert "listed, not failed" in out
+
+
+def test_a_premise_nothing_here_can_meet_makes_the_claim_not_testable_and_a_held_one_records_its_limitation():
+    rep = R.Report("01_evit", profile="default")
+    decl = _decl(premises=("regime", "bar", "fallback"))
+    rep.add_premise(V.Premise("regime", False, "no proxy qualified", fails_as=V.NOT_TESTABLE))
+    rep.add_premise(V.Premise("bar", False, "62.0 % top-1"))
+    rep.add_premise(V.Premise("fallback", True, limitation="outside the bands by a factor of 19"))
+    claim = C.file_claim(rep, decl, V.Decision("reproduced", "", "rule"), keys={"keep": 0.7}, our_value=79.4)
+    # the not-testable premise is outermost whatever its place in the declaration, and the value is kept
+    assert claim.verdict == "not testable here" and "regime" in claim.why and claim.our_value == 79.4
+    assert set(claim.details["failed premises"]) == {"regime", "bar"}
+    assert claim.details["rule alone"]["verdict"] == "holds"
+    assert claim.details["limitations"] == {"fallback": "outside the bands by a factor of 19"}
+    with pytest.raises(ValueError, match="fails_as"):
+        V.Premise("x", False, fails_as="not reproduced")

@@ -30,6 +30,8 @@ __all__ = [
     "VOCABULARY",
     "UNDECIDED",
     "OUTCOMES",
+    "gating_order",
+    "gate_by_premises",
     "ALL_VERDICTS",
     "Declaration",
     "DeclarationTable",
@@ -372,6 +374,19 @@ def _one_sentence(reason: str, context: str, details: dict) -> str:
     return first if len(first) <= MAX_WHY else first[: MAX_WHY - 1].rstrip() + "…"
 
 
+def gating_order(premises: Sequence[Any]) -> list[Any]:
+    """``premises`` in the order they gate a decision: as declared, except that a failed premise that fails as
+    ``not testable here`` (nothing at this machine's scale can meet it) is outermost, so that it is the one named."""
+    return sorted(premises, key=lambda p: not p.holds and getattr(p, "fails_as", "") == "not testable here")
+
+
+def gate_by_premises(decision: Any, premises: Sequence[Any]) -> Any:
+    """``decision`` gated by ``premises`` in :func:`gating_order` (what :func:`file_claim` files)."""
+    for p in gating_order(premises):
+        decision = p.gate(decision)
+    return decision
+
+
 def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str, Any] = {},
                our_value: Any = None, ci: Optional[Sequence[float]] = None, design: Optional[dict] = None,
                timed: bool = False, load: Optional[dict] = None, paper_value: Any = None,
@@ -379,8 +394,9 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     """File the claim ``decl`` (ids and texts filled from ``keys``) on report ``rep`` with the verdict engine's
     ``decision``, after the declaration's premises gate it; return the filed claim.
 
-    A premise that fails makes the claim ``inconclusive`` naming it; the rule's own verdict and reason are kept in
-    ``details["rule alone"]``, each failed premise's detail in ``details["failed premises"]``. ``why`` (context) is
+    A premise that fails makes the claim ``inconclusive`` (or what the premise fails as) naming it; the rule's own
+    verdict and reason are kept in ``details["rule alone"]``, each failed premise's detail in
+    ``details["failed premises"]``, each held premise's limitation in ``details["limitations"]``. ``why`` (context) is
     appended to the decision's reason: the result must stay one sentence of at most 200 characters (put longer
     detail in ``details``). ``paper_value`` defaults to the declaration's paper number. ``premises`` gives, for this
     filing only, the value of declared premises that depend on what was measured (e.g. the training runs a number
@@ -390,13 +406,17 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     if unknown:
         raise ValueError(f"premises: {unknown} are not declared premises of {decl.id}")
     rule_alone = decision
-    for name in decl.premises:
-        premise = premises[name] if name in premises else rep.premise(name)
+    given = [(name, premises[name] if name in premises else rep.premise(name)) for name in decl.premises]
+    for name, premise in given:
         if premise.name != name:
             raise ValueError(f"premises: the premise given for {name!r} is named {premise.name!r} ({decl.id})")
+    for premise in gating_order([p for _, p in given]):
+        name = premise.name
         if not premise.holds:
             details.setdefault("rule alone", {"verdict": OUTCOMES[rule_alone.verdict], "why": rule_alone.why})
             details.setdefault("failed premises", {})[name] = premise.detail
+        elif getattr(premise, "limitation", ""):
+            details.setdefault("limitations", {})[name] = premise.limitation
         decision = premise.gate(decision)
     if decision.verdict not in OUTCOMES:
         raise ValueError(f"decision: unknown verdict {decision.verdict!r} ({decl.id})")

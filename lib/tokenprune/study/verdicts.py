@@ -17,7 +17,8 @@ Rule kinds:
   the margin); shown different when the 95 % interval lies beyond it.
 * :class:`Condition` -- a stated condition on measured quantities holds (a consistency check).
 * :class:`Premise` -- what must hold before a claim is judged; a failed premise makes the claim
-  ``inconclusive`` with the premise named.
+  ``inconclusive`` (or, for a premise nothing at this machine's scale can meet, ``not testable here``) with the
+  premise named.
 * :class:`Detectable` -- the design can detect the effect in dispute (its minimum detectable effect,
   :mod:`tokenprune.measure.power`): an ``inconclusive`` decision of a design whose MDE, even at the largest
   scale this machine allows, is above twice the effect becomes ``not testable here`` with the scale that would
@@ -273,17 +274,26 @@ class Condition:
 @dataclass(frozen=True)
 class Premise:
     """What must hold before a claim is judged. ``gate(decision)`` returns ``decision`` when the premise
-    holds, else ``inconclusive`` naming the failed premise (the rule text says so too)."""
+    holds, else ``fails_as`` (``inconclusive``, or ``not testable here`` for a premise no measurement at this
+    machine's scale can meet, e.g. that a proxy in the papers' regime exists) naming the failed premise (the rule
+    text says so too). ``limitation``: what a claim that rests on the premise must say even when it holds (e.g. that
+    its proxy is a fallback outside the cost bands); :func:`tokenprune.study.claims.file_claim` records it."""
 
     name: str
     holds: bool
     detail: str = ""
+    fails_as: str = INCONCLUSIVE
+    limitation: str = ""
+
+    def __post_init__(self) -> None:
+        if self.fails_as not in (INCONCLUSIVE, NOT_TESTABLE):
+            raise ValueError(f"fails_as: {self.fails_as!r} not accepted; accepted: {INCONCLUSIVE!r}, {NOT_TESTABLE!r}")
 
     def gate(self, decision: Decision) -> Decision:
         rule = f"premise: {self.name}; then {decision.rule}"
         if self.holds:
             return Decision(decision.verdict, decision.why, rule)
-        return Decision(INCONCLUSIVE, f"premise failed: {self.name}" + (f" ({self.detail})" if self.detail else ""),
+        return Decision(self.fails_as, f"premise failed: {self.name}" + (f" ({self.detail})" if self.detail else ""),
                         rule)
 
 
