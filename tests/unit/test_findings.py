@@ -93,3 +93,38 @@ def test_publish_opens_the_notebook_with_its_findings_and_records_no_machine_pat
     assert publish.FOREST_FILE in out.cells[1].source and (root / "01_evit" / publish.FOREST_FILE).exists()
     assert (root / "01_evit" / publish.FINDINGS_FILE).read_text() == text
     assert str(tmp_path) not in json.dumps(out.metadata["papermill"])
+
+
+def _calibration(root: Path, chosen: dict, how: dict) -> Path:
+    import csv
+
+    d = root / publish.CALIBRATION_DIR
+    d.mkdir(parents=True)
+    rows = [{"candidate": "cls_a", "role": "classification", "tokens": 64, "top1": 86.0, "cost@0.7": 5.0,
+             "cost@0.5": 20.0, "tome_cost": 17.6, "band_distance": 0.75},
+            {"candidate": "cls_b", "role": "classification", "tokens": 64, "top1": 81.0, "cost@0.7": 0.7,
+             "cost@0.5": 11.0, "tome_cost": 5.1, "band_distance": 0.0},
+            {"candidate": "birds", "role": "fine-grained", "tokens": 64, "top1": 91.5, "cost@0.7": 19.8,
+             "cost@0.5": 44.9, "tome_cost": "", "band_distance": 2.92}]
+    with open(d / "calibration.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    (d / "results.json").write_text(json.dumps({"values": {"chosen": chosen, "how": how}}))
+    return d
+
+
+def test_limitations_say_where_the_claims_rest_from_the_calibration(tmp_path):
+    from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
+
+    d = _calibration(tmp_path, {"classification": None, "fine-grained": "birds"},
+                     {"classification": "none", "fine-grained": "fallback"})
+    on_proxy = {**RESULTS, "claims": [_claim("a", "paper claim", "not testable here", premises=[PROXY_CHOSEN])]}
+    text = F.limitations(d, on_proxy)
+    assert "vit_x" in text and "0.7-5.0" in text and "5.1-17.6" in text   # the model measured, the candidates' range
+    assert "birds" not in text
+    on_birds = {**RESULTS, "claims": [_claim("a", "paper claim", "reproduced", premises=[FINE_GRAINED_BAR])]}
+    text = F.limitations(d, on_birds)
+    assert "birds" in text and "2.92" in text and "19.8" in text
+    assert F.limitations(d, RESULTS) == ""                    # no claim rests on a proxy
+    assert F.limitations(tmp_path / "missing", on_birds) == ""

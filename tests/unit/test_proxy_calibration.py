@@ -76,3 +76,34 @@ def test_calibrate_chooses_by_the_plan(monkeypatch):
     assert chosen["classification"] == (second, "meets every criterion")
     t = pcal.table(rows)
     assert t.set_index("candidate").loc[first, "K2"] == "missed" and t.set_index("candidate").loc[second, "K2"] == "met"
+
+
+def test_the_table_shows_every_criterion_for_every_candidate_and_the_plan_as_declared(monkeypatch):
+    monkeypatch.setattr(proxy_outputs, "load", lambda c, profile="default": (_arrays(GOOD), {}))
+    rows, chosen = pcal.calibrate()
+    t = pcal.table(rows, chosen).set_index("candidate")
+    assert list(t.index) == [c.name for c in plan.CANDIDATES]
+    fine = [c.name for c in plan.CANDIDATES if c.role == "fine-grained"]
+    assert (t.loc[fine, "K4"] == pcal.NOT_A_CRITERION).all() and (t.loc[fine, "K5"] == pcal.NOT_A_CRITERION).all()
+    assert set(t["K1"]) <= {"met", "missed"} and (t["band_distance"] >= 0).all()
+    assert (t["chosen"] != "").sum() == sum(name is not None for name, _ in chosen.values())
+    crit = pcal.criteria_table()
+    assert list(crit["id"]) == [c.id for c in plan.CRITERIA] and crit["anchor"].str.len().min() > 0
+    assert crit.set_index("id").loc["K2", "band"] == "[0.3, 4]" and crit.set_index("id").loc["K1", "band"] == "(-inf, 0.5]"
+    cands = pcal.candidates_table()
+    assert list(cands["name"]) == [c.name for c in plan.CANDIDATES] and list(cands["order"]) == list(
+        range(1, len(plan.CANDIDATES) + 1))
+
+
+def test_the_preregistration_is_the_commit_that_added_the_plan():
+    import subprocess
+
+    from tokenprune.study import calibration
+
+    pre = calibration.preregistration()
+    if pre["commit"] is None:
+        pytest.skip("no git history here")
+    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "lib/tokenprune/study/proxy_plan.py"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert pre["commit"] == added[-1]
+    assert all(c["commit"] != pre["commit"] for c in pre["changed_since"])

@@ -9,6 +9,7 @@ DeiT-class models, from notebook 00's calibration table; :func:`compute_used` sa
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -139,26 +140,61 @@ def _number(row: Mapping[str, str], key: str) -> Optional[float]:
         return None
 
 
-def limitations(calibration_dir: Optional[Path], proxy: Optional[str]) -> str:
-    """Where the proxy stands: its patch tokens and what EViT (fusion) costs it off the shelf at keep 0.7 and 0.5,
-    read from notebook 00's ``calibration.csv``, beside DeiT-S's 196 tokens and DeiT-class models' off-the-shelf cost
-    (:data:`tokenprune.study.paper_numbers.DEIT_CLASS_OFF_THE_SHELF`). Empty when there is no proxy or no table."""
+def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> str:
+    """Where the run's accuracy claims stand against DeiT-class models, from notebook 00's report in
+    ``calibration_dir`` (its choice and ``calibration.csv``): for claims that rest on the classification proxy
+    (premise :data:`tokenprune.study.calibration.PROXY_CHOSEN`), that none qualified and what the candidates cost, or
+    the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how far the fallback lies
+    outside the cost bands. Empty when the run has no such claim or there is no calibration report."""
+    from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
     from tokenprune.study.paper_numbers import DEIT_CLASS_OFF_THE_SHELF as anchors
 
-    if not proxy or calibration_dir is None or not (calibration_dir / "calibration.csv").exists():
+    if calibration_dir is None or not (calibration_dir / "calibration.csv").exists():
         return ""
+    import json
+
+    values = json.loads((calibration_dir / "results.json").read_text(encoding="utf-8")).get("values", {})
+    chosen, how = values.get("chosen", {}), values.get("how", {})
     with open(calibration_dir / "calibration.csv", newline="", encoding="utf-8") as fh:
-        rows = {r["candidate"]: r for r in csv.DictReader(fh)}
-    row = rows.get(proxy) or rows.get(proxy.removesuffix("_smoke"))
-    if row is None:
-        return ""
-    c7, c5 = _number(row, "cost@0.7"), _number(row, "cost@0.5")
-    cost = ", ".join(f"{c:.1f} points at keep {k}" for k, c in (("0.7", c7), ("0.5", c5)) if c is not None)
-    return (f"Accuracy claims decided on the proxy describe `{proxy}` ({row.get('tokens')} patch tokens, base top-1 "
-            f"{_number(row, 'top1') or float('nan'):.1f} %), where EViT with fusion costs {cost} off the shelf; "
-            f"DeiT-S has 196 tokens and DeiT-class models lose about {anchors['low']:g}-{anchors['high']:g} points "
-            f"off the shelf at about 3 GMACs ({anchors['source']}). Where the proxy's cost is far larger, a verdict "
-            "on it says how pruning behaves on the proxy, not at the papers' scale.")
+        rows = list(csv.DictReader(fh))
+    premises = {p for c in results.get("claims", []) for p in (c.get("premises") or [])}
+    deit = (f"DeiT-S has 196 tokens and DeiT-class models lose about {anchors['low']:g}-{anchors['high']:g} points "
+            f"off the shelf at about 3 GMACs ({anchors['source']})")
+    out = []
+    if PROXY_CHOSEN in premises:
+        cls = [r for r in rows if r.get("role") == "classification"]
+        name = chosen.get("classification")
+        if name is None and cls:
+            tome = [c for c in (_number(r, "tome_cost") for r in cls) if c is not None]
+            c7 = [c for c in (_number(r, "cost@0.7") for r in cls) if c is not None]
+            measured = results.get("params", {}).get("proxy_model") or results.get("params", {}).get("base_model")
+            out.append(f"No classification proxy qualified in the pre-registered calibration (notebook 00): on its "
+                       f"{len(cls)} candidates (64 tokens each), EViT with fusion costs {min(c7):.1f}-{max(c7):.1f} "
+                       f"points off the shelf at keep 0.7 and ToMe at DeiT-S's MAC ratio {min(tome):.1f}-"
+                       f"{max(tome):.1f}; {deit}. The accuracy claims that rest on the proxy are therefore not "
+                       f"testable here, each shown with what was measured on `{measured}`, a model outside the "
+                       "papers' regime.")
+        elif name:
+            row = next((r for r in cls if r["candidate"] == name), None)
+            if row is not None:
+                out.append(f"Accuracy claims decided on the proxy describe `{name}` ({row.get('tokens')} patch tokens, "
+                           f"base top-1 {_number(row, 'top1') or float('nan'):.1f} %), where EViT with fusion costs "
+                           f"{_number(row, 'cost@0.7') or float('nan'):.1f} points at keep 0.7 off the shelf; {deit}.")
+    if FINE_GRAINED_BAR in premises and chosen.get("fine-grained"):
+        name = chosen["fine-grained"]
+        row = next((r for r in rows if r["candidate"] == name), None)
+        if row is not None:
+            d = _number(row, "band_distance") or 0.0
+            kind = "the fallback" if how.get("fine-grained") == "fallback" else "the proxy"
+            out.append(f"Claims on SynthBirds are decided on {kind} `{name}` ({row.get('tokens')} patch tokens, base "
+                       f"top-1 {_number(row, 'top1') or float('nan'):.1f} %), where EViT with fusion costs "
+                       f"{_number(row, 'cost@0.7') or float('nan'):.1f} points off the shelf at keep 0.7 and "
+                       f"{_number(row, 'cost@0.5') or float('nan'):.1f} at keep 0.5"
+                       + (f", outside the pre-registered bands (0.3-4 and 1.5-12) by a distance of {d:.2f} "
+                          f"(a factor of about {math.exp(d):.0f})" if d > 0 else "")
+                       + f"; {deit}. A verdict on it says how pruning behaves on a model more sensitive to it than "
+                         "DeiT-S.")
+    return " ".join(out)
 
 
 def compute_used(results: Mapping[str, Any]) -> str:

@@ -20,7 +20,11 @@ from tokenprune.study import proxy_plan as plan
 from tokenprune.training import proxy_finetunes, proxy_outputs
 from tokenprune.training.proxy_candidates import FINETUNE, Candidate
 
-__all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table"]
+__all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table", "criteria_table", "candidates_table",
+           "cost_figure", "NOT_A_CRITERION"]
+
+#: a criterion that does not apply to a candidate's role, in :func:`table`
+NOT_A_CRITERION = "not a criterion of its role"
 
 
 def _correct(arrays: dict[str, np.ndarray], label: str) -> np.ndarray:
@@ -106,12 +110,74 @@ def calibrate(profile: str = "default", seed: int = 0) -> tuple[list[dict[str, A
     return rows, chosen
 
 
-def table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per candidate: what was measured and each criterion's outcome (met / missed / not measured)."""
+def table(rows: list[dict[str, Any]], chosen: Optional[dict[str, tuple]] = None) -> pd.DataFrame:
+    """One row per candidate: what was measured, each criterion's outcome (met / missed / not measured /
+    :data:`NOT_A_CRITERION`), the fallback's distance from the cost bands (:func:`~tokenprune.study.proxy_plan.
+    band_distance`) and, given ``chosen`` (:func:`calibrate`'s), whether the plan chose it and how."""
     df = pd.DataFrame(rows)
     ids = [c.id for c in plan.CRITERIA]
+    roles = {c.id: c.roles for c in plan.CRITERIA}
     for k in ids:
-        if k in df:
-            df[k] = df[k].map(lambda v: "not measured" if v is None or v != v else ("met" if v else "missed"))
-    return df[[c for c in df.columns if c not in ids] + [k for k in ids if k in df]]
+        if k not in df:
+            df[k] = None
+        df[k] = [NOT_A_CRITERION if role not in roles[k] else
+                 "not measured" if v is None or v != v else ("met" if v else "missed")
+                 for v, role in zip(df[k], df["role"])]
+    df["band_distance"] = [plan.band_distance(r) for r in rows]
+    if chosen is not None:
+        df["chosen"] = [chosen[r["role"]][1] if chosen[r["role"]][0] == r["candidate"] else "" for r in rows]
+    head = [c for c in df.columns if c not in ids and c not in ("band_distance", "chosen")]
+    return df[head + ids + [c for c in ("band_distance", "chosen") if c in df]]
+
+
+def _band(low: Optional[float], high: Optional[float]) -> str:
+    return f"{'(-inf' if low is None else f'[{low:g}'}, {'inf)' if high is None else f'{high:g}]'}"
+
+
+def criteria_table() -> pd.DataFrame:
+    """The pre-registered criteria as written in the plan: id, statement, what is measured, the band, the interval
+    condition, the roles and the anchor."""
+    return pd.DataFrame([{"id": c.id, "statement": c.statement, "measure": c.measure,
+                          "band": _band(c.low, c.high),
+                          "interval_above_0": c.interval_of or "", "roles": ", ".join(c.roles), "anchor": c.anchor}
+                         for c in plan.CRITERIA])
+
+
+def candidates_table() -> pd.DataFrame:
+    """The pre-registered candidates in the order tried, every knob of each."""
+    import dataclasses
+
+    rows = []
+    for i, c in enumerate(plan.CANDIDATES, 1):
+        row = {"order": i, **{k: v for k, v in dataclasses.asdict(c).items() if k != "birds"}, "tokens": c.tokens}
+        row["birds"] = ", ".join(f"{k}={v}" for k, v in c.birds)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def cost_figure(rows: list[dict[str, Any]]) -> Any:
+    """Each candidate's off-the-shelf cost of EViT with fusion (points of top-1, 95 % paired interval) against the
+    keep rate, with the bands K2 (keep 0.7) and K3 (keep 0.5) drawn."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.8, 4.2))
+    ks = sorted(proxy_outputs.KEEP_RATES)
+    for row in rows:
+        c = np.array([row[f"cost@{k:g}"] for k in ks])
+        lo = c - np.array([row[f"cost@{k:g}_low"] for k in ks])
+        hi = np.array([row[f"cost@{k:g}_high"] for k in ks]) - c
+        ax.errorbar(ks, c, yerr=[lo, hi], marker="o", capsize=3, linestyle="--" if row["role"] != "classification"
+                    else "-", label=f"{row['candidate']} ({row['role']}, top-1 {row['top1']:.1f} %)")
+    bands = {c.id: c for c in plan.CRITERIA}
+    for cid, k in (("K2", 0.7), ("K3", 0.5)):
+        ax.fill_between([k - 0.03, k + 0.03], bands[cid].low, bands[cid].high, color="green", alpha=0.25,
+                        label="bands K2 / K3" if cid == "K2" else None)
+    ax.set_xlabel("keep rate (blocks 4/7/10, fused inattentive token)")
+    ax.set_ylabel("top-1 cost of pruning off the shelf (points)")
+    ax.set_yscale("log")
+    ax.invert_xaxis()
+    ax.legend(fontsize=7)
+    ax.set_title("off-the-shelf cost of EViT per candidate, against the pre-registered bands")
+    fig.tight_layout()
+    return fig
 

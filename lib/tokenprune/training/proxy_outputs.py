@@ -26,7 +26,7 @@ from tokenprune.training.loop import TrainRecipe, as_tensors
 from tokenprune.training.proxy_candidates import CANDIDATES, Candidate
 
 __all__ = ["KEEP_RATES", "TOME_R", "RECHECK_IMAGES", "RECHECK_ATOL", "ots_configs", "ots_recipe", "test_set",
-           "measure", "load", "build", "recheck", "CacheStale"]
+           "measure", "load", "build", "recheck", "CacheStale", "MEASURE_BATCH"]
 
 #: EViT with its fused token at blocks 4/7/10 at these keep rates (0.7 and 0.5: the cost bands)
 KEEP_RATES = (0.9, 0.7, 0.5)
@@ -35,6 +35,8 @@ KEEP_RATES = (0.9, 0.7, 0.5)
 TOME_R = 4
 #: images of every configuration that :func:`recheck` recomputes, and the largest logit difference it accepts
 RECHECK_IMAGES, RECHECK_ATOL = 64, 1e-3
+#: images per forward pass of :func:`measure` (random selection draws per batch: a recheck uses whole batches)
+MEASURE_BATCH = 64
 
 
 class CacheStale(RuntimeError):
@@ -96,7 +98,7 @@ def measure(c: Candidate, progress: bool = False, n: Optional[int] = None) -> tu
     configs = [UNPRUNED] + ots_configs(model.patch_embed.num_patches, len(model.blocks))
     for cfg in configs:
         m = cfg.apply(copy.deepcopy(model), seed=0) if cfg is not UNPRUNED else model
-        p = predict(m, X, y, batch=64, dtype="fp32")
+        p = predict(m, X, y, batch=MEASURE_BATCH, dtype="fp32")
         arrays[f"logits/{cfg.label}"] = p.logits.float().numpy()
         if progress:
             print(f"[models] {c.name}: {cfg.label} top-1 {100 * p.correct.mean():.2f} %", flush=True)
