@@ -65,8 +65,8 @@ def test_kinds_and_readings_of_the_rule():
     assert c["bat.secondary.loss_objective"].kind == "transcription"
     assert c["bat.proxy.vs_evit.keep0.7"].effect == 0.1 and c["bat.proxy.vs_evit.keep0.5"].effect == 0.5
     assert c["bat.proxy.gap_grows_at_low_keep"].effect == pytest.approx(2.0)
-    assert c["bat.finetuned.vs_evit.keep{keep:g}"].premises == (claims.TWO_SEEDS, MOVED, calibration.PROXY_CHOSEN,
-                                                                calibration.PROXY_BAR)
+    assert c["bat.finetuned.vs_evit.keep{keep:g}"].premises == (claims.TWO_SEEDS, MOVED, calibration.PROXY_BAR,
+                                                                calibration.PROXY_CHOSEN)
 
 
 def _smoke_run(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tokenprune.study import params, report
-from tokenprune.study.calibration import FINE_GRAINED_BAR
+from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
 from tokenprune.study.decoupling import claims as cl
 from tokenprune.study.decoupling import filing, measurements as meas, settings as st
 from tokenprune.study.verdicts import Premise
@@ -297,10 +297,11 @@ def _macs_table(extra_gmacs):
     return pd.DataFrame(rows)
 
 
-def _report(tmp_path, part_model_holds=None):
+def _report(tmp_path, part_model_holds=None, proxy=True):
     rep = report.Report("04_decoupling", out_dir=tmp_path, profile="smoke")
     if part_model_holds is not None:
         rep.add_premise(Premise(FINE_GRAINED_BAR, part_model_holds, "constructed"))
+        rep.add_premise(Premise(PROXY_CHOSEN, proxy, "constructed", fails_as="not testable here"))
     return rep
 
 
@@ -345,6 +346,8 @@ def test_declarations_by_dataset():
         assert paper.claim_id(keys) == f"decouple.paper_scale.{key}.cub" and keys == {"dataset": "cub"}
         assert (parts.setting, fmnist.setting, paper.setting) == ("proxy", "proxy", "paper-scale run")
         assert parts.premises[-1] == FINE_GRAINED_BAR and FINE_GRAINED_BAR not in fmnist.premises
+        assert key == "human_features" or fmnist.premises[-1] == PROXY_CHOSEN
+        assert "SynthBirds" in parts.statement and "Fashion-MNIST" in fmnist.statement
         assert FULL_SCHEDULE not in parts.premises + fmnist.premises
         assert key == "human_features" or paper.premises[-1] == FULL_SCHEDULE
         objection = key in ("beats_centre_prior", "centre_prior_everywhere")
@@ -522,3 +525,31 @@ def test_every_declaration_is_filed_or_not_run_at_the_profile(tmp_path):
     assert claims["decouple.paper_scale.human_features.cub"].verdict == NT
     assert "every training run trained its recipe's whole schedule" in claims[
         "decouple.paper_scale.coverage_gain.cub"].premises
+
+
+def test_a_gap_with_several_seeds_takes_its_interval_over_seeds_and_images():
+    rng = np.random.default_rng(0)
+    n = 200
+    base = rng.random(n)
+    per = {("s", 6, 0.5, "cls_attention", -1): {"cov": base}}
+    for s, shift in zip((0, 1, 2), (0.02, 0.10, 0.18)):       # heads that disagree across seeds
+        per[("s", 6, 0.5, "sensitivity", s)] = {"cov": base + shift + 0.01 * rng.standard_normal(n)}
+    m = _measurements(per, seeds=(0, 1, 2), n_boot=2000)
+    g = m.gap("s", 6, 0.5)
+    images_only = meas.metrics.paired_bootstrap_diff(100 * m.per_image("s", 6, 0.5, "sensitivity", "cov"),
+                                                     100 * base, n_boot=2000, seed=0)
+    assert g.estimate == pytest.approx(images_only.estimate)
+    assert (g.high - g.low) > 3 * (images_only.high - images_only.low)   # the seeds' spread is in the interval
+    one = _measurements({k: v for k, v in per.items() if k[-1] in (-1, 0)}, seeds=(0,))
+    assert one.gap("s", 6, 0.5).estimate == pytest.approx(2.0, abs=0.2)
+
+
+def test_without_a_classification_proxy_the_fashion_mnist_claims_are_not_testable(tmp_path):
+    cfg, d, settings, m, gaps, models_table = _fake_run()
+    claims = _file_all(_report(tmp_path, True, proxy=False), cfg, d, settings, m, gaps, models_table)
+    for key in cl.KEYS:
+        fm, parts = claims[f"decouple.{key}.fmnist"], claims[f"decouple.{key}.parts"]
+        assert fm.verdict == "not testable here", key
+        if fm.our_value is not None:                   # what was measured is kept beside the verdict
+            assert PROXY_CHOSEN in fm.why and (fm.details or {}).get("rule alone"), key
+        assert PROXY_CHOSEN not in parts.premises

@@ -82,7 +82,9 @@ def test_the_table_declares_every_claim_once_with_its_kind_and_setting():
         assert d.quote.startswith(("\"", "none: our hypothesis", "README", "DeiT-B")), d.id
         assert (d.rule is None) == (d.would_decide is not None) or d.id == "evit.top1.deit_s.keep0.7", d.id
         if d.setting == "proxy" and d.section in ("§6a", "§7", "§8", "§9"):
-            assert d.premises[-2:] == (calibration.PROXY_CHOSEN, calibration.PROXY_BAR), d.id
+            assert d.premises[-2:] == (calibration.PROXY_BAR, calibration.PROXY_CHOSEN), d.id
+        if d.setting == "proxy" and d.section in ("§10", "§11") and d.rule is not None:  # the small ViT: a
+            assert d.premises[-1] == calibration.PROXY_CHOSEN, d.id                      # classification model
     assert claims.CLAIMS["evit.t2.fusion_beats_drop.keep{keep:g}.off_the_shelf.synthbirds"].premises[-1] == \
         calibration.FINE_GRAINED_BAR
     for d in claims.CLAIMS.values():
@@ -569,7 +571,11 @@ def test_higher_resolution_files_the_finetuned_claim_as_not_testable():
     assert len(table) == 3 and fine.verdict == "not testable here" and "32 px" in fine.would_decide
     off = c["evit.t5.higher_res_equal_macs.off_the_shelf"]
     assert off.design["effect_in_dispute"] == 1.0 and off.design["n_max"] == 10000
-    assert off.unit == "top-1 points (32 px EViT - 28 px unpruned)" and off.premises == [claims.HIRES_USABLE]
+    assert off.unit == "top-1 points (32 px EViT - 28 px unpruned)"
+    assert off.premises == [claims.HIRES_USABLE, calibration.PROXY_CHOSEN]
+    # measured on a classification model that is not notebook 00's proxy: without one, not testable, value kept
+    assert off.verdict == "not testable here" and off.our_value is not None
+    assert "fmnist" in off.details["failed premises"][calibration.PROXY_CHOSEN]
 
 
 def test_concise_keeps_a_why_to_one_short_sentence():

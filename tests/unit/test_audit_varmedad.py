@@ -72,7 +72,7 @@ def test_kinds_of_the_objections():
 def test_cached_finetunes_are_the_default_profile_and_the_paper_numbers():
     runs = cached_finetunes.VARMEDAD
     d = settings.PROFILES["default"]
-    assert runs.base_model == calibration.PROXY == d["base_model"]
+    assert runs.base_model == calibration.AUDIT_MODEL == d["base_model"]
     assert (runs.keep_rate, runs.aggressive_keep_rate, runs.locations) == (settings.R_MAIN, settings.R_AGGRESSIVE,
                                                                            settings.LOCS)
     assert finetunes.finetune_runs(params.setup("03_variance_medad", "default", {})) == runs

@@ -70,7 +70,7 @@ _COMMON: dict[str, Any] = {
 }
 
 _SMOKE: dict[str, Any] = {
-    "proxy_model": f"{calibration.PROXY}_smoke",
+    "proxy_model": f"{calibration.AUDIT_MODEL}_smoke",
     "n_eval": 128,
     "n_full": 128,
     "n_div": 32,
@@ -95,7 +95,7 @@ _SMOKE: dict[str, Any] = {
 }
 
 _DEFAULT: dict[str, Any] = {
-    "proxy_model": calibration.PROXY,
+    "proxy_model": calibration.AUDIT_MODEL,
     "n_eval": 1000,
     "n_full": 0,
     "n_div": 256,
@@ -175,8 +175,8 @@ _CHOICES: dict[str, list] = {
     "dtype": ["fp32", "bf16"],
     "ablations": ["few", "all"],
     "figure_model": ["vit_s14", "random_tiny"],
-    "proxy_model": ["vit_s14_fmnist_ft", "vit_s14_fmnist_ft_smoke", "small_vit_cfmnist", "small_vit_cfmnist_smoke",
-                    "small_vit_fmnist", "small_vit_fmnist_smoke", "small_vit_parts", "small_vit_parts_smoke", DEIT_S],
+    "proxy_model": ["vit_s14_fmnist_ft", "vit_s14_fmnist_ft_smoke", "small_vit_fmnist", "small_vit_fmnist_smoke",
+                    DEIT_S],
 }
 
 PROFILES: dict[str, dict[str, Any]] = {

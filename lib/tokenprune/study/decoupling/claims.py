@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from tokenprune.study import verdicts
-from tokenprune.study.calibration import FINE_GRAINED_BAR
+from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
 from tokenprune.study.claims import Declaration, DeclarationTable
 from tokenprune.study.decoupling.data import PAPER_DIRS
 from tokenprune.study.decoupling.measurements import CENTRE_FAMILY_ALPHA
@@ -185,17 +185,22 @@ def capacity_control_rule(controls: list[str], margin: float) -> Criteria:
 def _per_dataset(key: str, *, statement: str, quote: str, paragraph: int, kind: str, on_rule_holds: str,
                  paper_number: Optional[tuple], rule: Any, unit: str, effect: Optional[float], inner: tuple,
                  section: str, headline: bool, measured_everywhere: bool = True) -> list[Declaration]:
-    """The declarations of claim ``key`` on SynthBirds (the part model's bar as premise), on cluttered Fashion-MNIST
-    and at paper scale (the training runs' whole schedule as premise). ``measured_everywhere`` False: only
-    SynthBirds has what the claim needs (no unit, premise or rule elsewhere; ``would_decide`` says what would)."""
+    """The declarations of claim ``key`` on SynthBirds (notebook 00's fine-grained proxy: its bar as premise, which
+    carries the fallback's distance from the cost bands), on cluttered Fashion-MNIST (a classification model: the
+    premise that notebook 00 chose a classification proxy, which fails as not testable when none qualified) and at
+    paper scale (the training runs' whole schedule as premise); the statement names where it is decided.
+    ``measured_everywhere`` False: only SynthBirds has what the claim needs (no unit, premise or rule elsewhere;
+    ``would_decide`` says what would)."""
     where = _SUMMARY.format(n=paragraph)
     out = []
-    for cid, setting, outer in ((f"decouple.{key}.parts", "proxy", (FINE_GRAINED_BAR,)),
-                                (f"decouple.{key}.fmnist", "proxy", ()),
-                                (paper_scale_id(f"decouple.{key}.{{dataset}}"), "paper-scale run", (FULL_SCHEDULE,))):
+    for cid, setting, outer, on in (
+            (f"decouple.{key}.parts", "proxy", (FINE_GRAINED_BAR,), "on SynthBirds, the fine-grained proxy"),
+            (f"decouple.{key}.fmnist", "proxy", (PROXY_CHOSEN,), "on cluttered Fashion-MNIST"),
+            (paper_scale_id(f"decouple.{key}.{{dataset}}"), "paper-scale run", (FULL_SCHEDULE,), "")):
         measured = measured_everywhere or cid.endswith(".parts")
         out.append(Declaration(
-            id=cid, paper="decouple", statement=statement, quote=quote, where=where, kind=kind,
+            id=cid, paper="decouple", statement=f"{statement} ({on})" if on else statement, quote=quote, where=where,
+            kind=kind,
             on_rule_holds=on_rule_holds, paper_number=paper_number, rule=rule if measured else None,
             unit=unit if measured else "", effect=effect if measured else None,
             premises=(*inner, *outer) if measured else (), setting=setting, section=section, family=None,

@@ -22,14 +22,14 @@ from tokenprune.core import split_forward as split
 from tokenprune.data import datasets as data
 from tokenprune.data import pretrained, synthetic
 from tokenprune.measure import metrics
-from tokenprune.study import paper_runs
+from tokenprune.study import calibration, paper_runs
 from tokenprune.training import base_models
 from tokenprune.training.loop import Preprocess
 
-__all__ = ["PAPER_DATASET", "PAPER_DIRS", "PAPER_ARCH", "PAPER_RECIPE", "FMNIST_CLUTTER", "Setting", "base_model",
-           "part_model_name", "annotate_parts", "fit_linear_head", "parts_setting", "fmnist_setting", "paper_run_spec",
-           "given_checkpoint", "check_paper_inputs", "paper_model", "paper_setting", "make_setting", "load_settings",
-           "Caches", "cache_settings", "settings_table"]
+__all__ = ["PAPER_DATASET", "PAPER_DIRS", "PAPER_ARCH", "PAPER_RECIPE", "FMNIST_CLUTTER", "FMNIST_MODELS", "Setting",
+           "base_model", "part_model_name", "fmnist_model_name", "annotate_parts", "fit_linear_head", "parts_setting",
+           "fmnist_setting", "paper_run_spec", "given_checkpoint", "check_paper_inputs", "paper_model", "paper_setting",
+           "make_setting", "load_settings", "Caches", "cache_settings", "settings_table"]
 
 PAPER_DATASET = {
     "parts": "SynthBirds (procedural parts, exact keypoints)",
@@ -121,16 +121,18 @@ def _sizes(cfg: SimpleNamespace, size_name: str) -> tuple[int, int]:
 
 
 def parts_setting(size_name: str, cfg: SimpleNamespace) -> Setting:
-    """SynthBirds with the small ViT it was trained on, or ViT-S/14 (frozen) with a linear probe fitted later."""
+    """SynthBirds with the fine-grained proxy of notebook 00 (``small``: :data:`tokenprune.study.calibration.
+    FINE_GRAINED`, trained on it), or ViT-S/14 (frozen) with a linear probe fitted later (``large``)."""
     nt, ne = _sizes(cfg, size_name)
-    # the images the base model was trained and tested on: its recipe's generator settings
-    recipe = _recipe(cfg, "small_vit_parts")
+    # the images the proxy was trained and tested on: its recipe's generator settings
+    recipe = _recipe(cfg, calibration.FINE_GRAINED)
     gen = {k: v for k, v in recipe.dataset_kwargs.items() if k not in ("n_train", "n_val", "n_test")}
     size = int(gen.get("img_size", recipe.img_size))
     if size_name == "small":
-        model, info = base_model("small_vit_parts", cfg.profile == "smoke")
+        model, info = base_model(calibration.FINE_GRAINED, cfg.profile == "smoke")
         pre = model.tp_preprocess
-        label = f"small ViT ({info['name']}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M params)"
+        label = (f"the fine-grained proxy ({info['name']}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
+                 "params)")
     else:
         model = pretrained.load_vit_s14(img_size=cfg.parts_large_img_size, num_classes=len(synthetic.CLASS_NAMES))
         pre = Preprocess(cfg.parts_large_img_size, channels=3, mean=pretrained.VIT_S14_MEAN, std=pretrained.VIT_S14_STD,
@@ -153,13 +155,14 @@ def parts_setting(size_name: str, cfg: SimpleNamespace) -> Setting:
 
 
 FMNIST_CLUTTER = dict(canvas=28, n_clutter=6, piece_size=(5, 9), gap=1)
+#: the models of the Fashion-MNIST settings, trained on plain Fashion-MNIST at 28 px
+FMNIST_MODELS = {"small": "small_vit_fmnist", "large": "vit_s14_fmnist_linear"}
 
 
 def fmnist_setting(size_name: str, cfg: SimpleNamespace) -> Setting:
     """Cluttered Fashion-MNIST (made at the models' 28 px) with the small ViT or ViT-S/14 + linear head."""
     nt, ne = _sizes(cfg, size_name)
-    model, info = base_model("small_vit_fmnist" if size_name == "small" else "vit_s14_fmnist_linear",
-                             cfg.profile == "smoke")
+    model, info = base_model(FMNIST_MODELS[size_name], cfg.profile == "smoke")
     pre = model.tp_preprocess
     recipe = _recipe(cfg, "small_vit_fmnist")
     ds = data.load_fashion_mnist(**recipe.dataset_kwargs)  # the base models' split
@@ -367,4 +370,9 @@ def settings_table(settings: dict[str, Setting], cache_ev: dict, cfg: SimpleName
 
 def part_model_name(cfg: SimpleNamespace) -> str:
     """The base model of ``parts/small`` at ``cfg``'s profile (its ``_smoke`` version at the smoke profile)."""
-    return "small_vit_parts_smoke" if cfg.profile == "smoke" else "small_vit_parts"
+    return f"{calibration.FINE_GRAINED}_smoke" if cfg.profile == "smoke" else calibration.FINE_GRAINED
+
+
+def fmnist_model_name(cfg: SimpleNamespace) -> str:
+    """The base model of ``fmnist/small`` at ``cfg``'s profile (its ``_smoke`` version at the smoke profile)."""
+    return FMNIST_MODELS["small"] + ("_smoke" if cfg.profile == "smoke" else "")

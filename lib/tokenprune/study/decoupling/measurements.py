@@ -68,11 +68,32 @@ class Measurements:
         d = self.per.get((name, block, keep, scorer, -1))
         return None if d is None else d.get(metric)
 
+    def per_seed(self, name, block, keep, scorer, metric) -> Optional[np.ndarray]:
+        """``[S, B]`` per-image values, one row per seed of a trained head that has the metric (``[1, B]`` for an
+        untrained scorer), or None where it was not measured."""
+        if scorer in TRAINED:
+            vals = [self.per[(name, block, keep, scorer, s)][metric] for s in self.seeds
+                    if metric in self.per.get((name, block, keep, scorer, s), {})]
+            return np.stack([np.asarray(v, dtype=np.float64) for v in vals]) if vals else None
+        v = self.per_image(name, block, keep, scorer, metric)
+        return None if v is None else np.asarray(v, dtype=np.float64)[None]
+
     def paired(self, name, block, keep, a, b, metric="cov", scale=100.0, seed_a=None):
-        """Paired bootstrap of ``scale x (a - b)`` over images, or None where either was not measured."""
+        """``scale x (a - b)`` on the same images, or None where either was not measured: where a trained head has
+        several seeds (and ``seed_a`` is None), the two-stage bootstrap over seeds, then images
+        (:func:`tokenprune.measure.metrics.seed_image_bootstrap_diff`; images undefined for either are left out), so
+        the interval covers the heads' training noise and the sampling of images; else the paired bootstrap over
+        images. The estimate is the same mean either way."""
         x, y = self.per_image(name, block, keep, a, metric, seed_a), self.per_image(name, block, keep, b, metric)
         if x is None or y is None:
             return None
+        if seed_a is None:
+            xs, ys = self.per_seed(name, block, keep, a, metric), self.per_seed(name, block, keep, b, metric)
+            if max(len(xs), len(ys)) > 1:
+                ok = ~(np.isnan(xs).any(0) | np.isnan(ys).any(0))
+                if ok.any():
+                    return metrics.seed_image_bootstrap_diff(xs[:, ok] * scale, ys[:, ok] * scale,
+                                                             n_boot=self.n_boot, seed=self.seed)
         return metrics.paired_bootstrap_diff(np.asarray(x) * scale, np.asarray(y) * scale, n_boot=self.n_boot,
                                              seed=self.seed)
 

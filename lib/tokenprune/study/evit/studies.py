@@ -21,7 +21,8 @@ from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
 from tokenprune.measure.power import Design
 from tokenprune.methods import oracle  # registers the oracle_attention scorer
-from tokenprune.study import verdicts
+from tokenprune.study import calibration, verdicts
+from tokenprune.study.calibration import PROXY_CHOSEN
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, HIRES_USABLE, ORACLE_GUIDES
 from tokenprune.study.paper_numbers import EVIT_TEXT
@@ -264,14 +265,15 @@ def oracle_at_block1(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame:
     decl = CLAIMS["evit.t14.oracle_beats_own_attention_at_block1"]
     g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), cfg.margin_pp,
               model.design(or_preds["oracle @1"], or_preds["own attention @1"]))
+    on_model = {PROXY_CHOSEN: calibration.proxy_premise(model.name)}   # a classification model: 00's choice?
     file(rep, decl, g.decision, keys={"keep": k_or}, our_value=round(c.diff, 3),
-         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect)
+         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect, premises=on_model)
     c = model.compare(or_preds["oracle @1"], full_or)
     decl = CLAIMS["evit.t14.oracle_block1_keeps_accuracy"]
     g = gated(decl.rule(cfg.margin_pp).decide(c.diff, c.low, c.high, c.low90, c.high90), cfg.margin_pp,
               model.design(or_preds["oracle @1"], full_or))
     file(rep, decl, g.decision, keys={"removed": f"{1 - k_or:.0%}"}, our_value=round(c.diff, 3),
-         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect)
+         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect, premises=on_model)
     # Table 14's "Combined MACs" are in the table, not filed as a claim: with an oracle at least as large as the
     # model (DINO's DeiT in the paper, a ViT-S/14 nine times the small ViT here) they exceed the unpruned model's
     # MACs by construction
@@ -315,7 +317,8 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
         f"unpruned {size} px minus 28 px: {verdicts.fmt_interval(control.diff, control.low, control.high)} points")
     g = gated(decision, effect, model.design(a, full))
     file(rep, decl, g.decision, keys={"size": size}, our_value=round(c.diff, 3),
-         ci=[round(c.low, 3), round(c.high, 3)], design=g.design, premises={HIRES_USABLE: usable},
+         ci=[round(c.low, 3), round(c.high, 3)], design=g.design,
+         premises={HIRES_USABLE: usable, PROXY_CHOSEN: calibration.proxy_premise(model.name)},
          why=f"off the shelf, {len(model.y)} images of {model.name}; {hr_gmacs:.4f} vs {model.gmacs:.4f} GMACs "
              f"(keep {k_hr:g} at 4/7/10)", details={"effect in dispute": f"DeiT-S's {effect:g} point"})
     file(rep, CLAIMS["evit.t5.higher_res_equal_macs.finetuned"], verdicts.not_testable(

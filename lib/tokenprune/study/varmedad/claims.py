@@ -21,7 +21,7 @@ __all__ = ["CLAIMS", "PROXY", "SEEDS", "TEMPERATURE_MOVES", "TRAINS_OVERLAP", "T
            "photo_rule", "top1_rule", "paper_scale", "SPEARMAN", "JACCARD", "MEDAD_JAC", "MEDAD_ACC"]
 
 # ---------------------------------------------------------------------------------------------- premises
-PROXY = (PROXY_CHOSEN, PROXY_BAR)
+PROXY = (PROXY_BAR, PROXY_CHOSEN)
 SEEDS = f"at least {MIN_SEEDS} seeds"
 TEMPERATURE_MOVES = (f"a tested T changes the Eq. 8 weights against the main T (mean total-variation distance >= "
                      f"the bar at block {LOCS[0]})")

@@ -51,7 +51,7 @@ PARAMETERS = {
 
 PROFILES = {
     "smoke": {
-        "base_model": f"{calibration.PROXY}_smoke",
+        "base_model": f"{calibration.AUDIT_MODEL}_smoke",
         "s14_model": "vit_s14_fmnist_linear_smoke",
         "n_eval": 96,
         "n_rank": 48,
@@ -76,7 +76,7 @@ PROFILES = {
         "deit_weights": None,
         "ft_weights_dir": "",
         "seed": 0,
-        "birds_model": "small_vit_parts_smoke",
+        "birds_model": f"{calibration.FINE_GRAINED}_smoke",
         "n_birds": 32,
         **paper_runs.TRAINING_SETTINGS,
     },
@@ -110,7 +110,7 @@ PROFILES = {
         "deit_weights": None,
         "ft_weights_dir": "",
         "seed": 0,
-        "birds_model": "small_vit_parts",
+        "birds_model": calibration.FINE_GRAINED,
         "n_birds": 600,
         **paper_runs.TRAINING_SETTINGS,
     },
@@ -140,7 +140,7 @@ PROFILES = {
         "deit_weights": None,
         "ft_weights_dir": "",
         "seed": 0,
-        "birds_model": "small_vit_parts",
+        "birds_model": calibration.FINE_GRAINED,
         "n_birds": 2400,
         **paper_runs.TRAINING_SETTINGS,
     },
