@@ -137,7 +137,7 @@ def test_rename_claims_keeps_order_and_refuses_unknown_or_repeated_ids(tmp_path)
 def test_bar_premise_reads_the_checkpoint_and_the_role_bar():
     from tokenprune.study import calibration as C
 
-    p = C.bar_premise("small_vit_cfmnist_smoke")  # a smoke model is far below any bar
-    assert p.holds is False and p.name == C.PROXY_BAR and "small_vit_cfmnist_smoke" in p.detail
-    fine = C.bar_premise("small_vit_cfmnist_smoke", role="fine-grained")
+    p = C.bar_premise("small_vit_fmnist_smoke")  # a smoke model is far below any bar
+    assert p.holds is False and p.name == C.PROXY_BAR and "small_vit_fmnist_smoke" in p.detail
+    fine = C.bar_premise("small_vit_fmnist_smoke", role="fine-grained")
     assert fine.name == C.FINE_GRAINED_BAR and "bar 80 %" in fine.detail

@@ -66,9 +66,8 @@ def test_recipe_validates():
 
 def test_default_recipes_fit_the_brief():
     r = tm.default_recipes()
-    assert {"small_vit_fmnist", "small_vit_parts", "vit_s14_fmnist_linear"} <= set(r)
-    for name in ("small_vit_fmnist", "small_vit_parts"):
-        assert r[name].arch["depth"] == 12 and r[name].arch["class_token"]
+    assert {"small_vit_fmnist", "vit_s14_fmnist_linear", "s14_birds_easy"} <= set(r)
+    assert r["small_vit_fmnist"].arch["depth"] == 12 and r["small_vit_fmnist"].arch["class_token"]
     assert r["vit_s14_fmnist_linear"].img_size % 14 == 0
     hashes = [x.recipe_hash() for x in r.values()]
     assert len(set(hashes)) == len(hashes)
@@ -301,7 +300,7 @@ def test_load_base_model_says_how_to_build_a_missing_one(tmp_path):
 def test_smoke_profile_builds_every_model(tmp_path):
     infos = tm.build_profile("smoke", cache_dir=tmp_path, progress=False, skip_missing_weights=True)
     names = {i["name"] for i in infos}
-    assert {"small_vit_fmnist_smoke", "small_vit_parts_smoke"} <= names
+    assert {"small_vit_fmnist_smoke", "s14_birds_easy_smoke"} <= names
     for info in infos:
         assert Path(info["path"]).is_file() and info["size_bytes"] <= tm.MAX_CHECKPOINT_BYTES
         assert 0.0 <= info["test"]["accuracy"] <= 1.0

@@ -11,9 +11,6 @@ Models of the ``default`` profile (CPU, no download):
 * ``small_vit_fmnist``: a 12-block timm ``VisionTransformer`` (width 128, 4 heads, MLP ratio 4, patch 4 on
   28x28 = 49 patches + [CLS], 2.39 M parameters), from scratch on Fashion-MNIST, bf16 autocast; weights
   stored in fp16 (4.8 MB; the fp32 state dict would be ~9.6 MB, at the 10 MB limit).
-* ``small_vit_parts``: the same family (3 channels, patch 8 on 64x64 = 64 patches + [CLS]) on the procedural
-  part dataset SynthBirds (:func:`tokenprune.data.synthetic.part_dataset`) in an easier setting than the
-  generator's default (see the recipe's comment); fp16 weights.
 * ``vit_s14_fmnist_ft``: the pretrained ViT-S/14 (:func:`tokenprune.data.pretrained.load_vit_s14`) at 56 px
   (4x4 patches + [CLS]; grayscale replicated to RGB, ``VIT_S14_MEAN/STD``) with its last 2 blocks, final
   norm and a new head fine-tuned on cached block-10 tokens of the full training set; only those parts
@@ -103,7 +100,6 @@ CHECKPOINT_FORMAT = "tokenprune-checkpoint-v1"
 MAX_CHECKPOINT_BYTES = 10_000_000
 
 FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std (pixels in [0, 1])
-CFMNIST_MEAN, CFMNIST_STD = 0.1125, 0.2632  # cluttered 64 px canvas (measured on 20k training images)
 
 
 class CheckpointMismatchError(CheckpointError, RuntimeError):
@@ -155,32 +151,12 @@ def base_recipes() -> dict[str, TrainRecipe]:
     """The models trained from scratch or from the pretrained ViT-S/14 (no fine-tune of another recipe)."""
     fmnist_pre = {"channels": 1, "mean": [FMNIST_MEAN], "std": [FMNIST_STD], "resize": "pad"}
     fmnist = {"val_fraction": 0.1, "seed": 0}
-    cfmnist_pre = {"channels": 1, "mean": [CFMNIST_MEAN], "std": [CFMNIST_STD], "resize": "pad"}
     return {
         "small_vit_fmnist": TrainRecipe(
             name="small_vit_fmnist", arch=_small_vit_arch(28, 4, 1, 10), dataset="fashion_mnist",
             dataset_kwargs=fmnist, img_size=28, preprocess=fmnist_pre, epochs=5, batch_size=64, lr=1e-3,
             min_lr=1e-5, weight_decay=0.05, warmup_epochs=0.2, label_smoothing=0.1, grad_clip=1.0,
             augment={}, seed=0, dtype="bf16", store_dtype="fp16"),
-        "small_vit_parts": TrainRecipe(
-            name="small_vit_parts", arch=_small_vit_arch(64, 8, 3, 12), dataset="synth_birds",
-            # an easier SynthBirds than the generator's default (larger birds, upright, no distractors, no colour
-            # jitter): at the default settings this ViT stays at chance after 3 epochs of 16k images, and even a
-            # linear probe on frozen ViT-S/14 [CLS] features reaches only 12 % (56 px) / 18 % (112 px)
-            dataset_kwargs={"n_train": 32000, "n_val": 1200, "n_test": 2400, "seed": 0, "img_size": 64,
-                            "scale_range": [0.5, 0.6], "max_rotation_deg": 0.0, "n_distractors": 0,
-                            "colour_jitter": 0.0},
-            img_size=64, preprocess={"channels": 3, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "resize": "pad"},
-            epochs=10, batch_size=64, lr=1e-3, min_lr=1e-5, weight_decay=0.05, warmup_epochs=0.2,
-            label_smoothing=0.1, grad_clip=1.0, augment={}, seed=0, dtype="bf16", store_dtype="fp16"),
-        # the calibrated accuracy proxy (notebook 00): Fashion-MNIST items on a 64 px canvas among crops of
-        # other items, 64 patch tokens of 8 px, where the object covers about a fifth of the tokens (as an ImageNet
-        # object covers part of DeiT's 196); chosen by the calibration criteria of 00_proxy_calibration alone
-        "small_vit_cfmnist": TrainRecipe(
-            name="small_vit_cfmnist", arch=_small_vit_arch(64, 8, 1, 10), dataset="cluttered_fashion_mnist",
-            dataset_kwargs={**fmnist, "canvas": 64, "clutter_seed": 0}, img_size=64, preprocess=cfmnist_pre,
-            epochs=6, batch_size=64, lr=1e-3, min_lr=1e-5, weight_decay=0.05, warmup_epochs=0.2,
-            label_smoothing=0.1, grad_clip=1.0, augment={}, seed=0, dtype="bf16", store_dtype="fp16"),
         # the fine-tune comes first: it caches block-10 tokens, from which the linear probe's features are
         # computed with two more blocks (the same numbers as a full pass: the cache is float32)
         "vit_s14_fmnist_ft": TrainRecipe(
@@ -219,12 +195,11 @@ FINETUNE_IMAGES, FINETUNE_LR = 8192, 3e-4
 #: the candidates with cached fine-tunes: name prefix -> (base model, what trains (None: everything;
 #: :data:`tokenprune.training.finetune.FINETUNE_TRAINABLE`), images per run, seeds)
 FINETUNED_BASES: dict[str, tuple[str, Optional[list], int, tuple[int, ...]]] = {
-    "cfmnist": ("small_vit_cfmnist", finetune_trainable("small_vit_cfmnist"), FINETUNE_IMAGES, FINETUNE_SEEDS),
     "s14": ("vit_s14_fmnist_ft", finetune_trainable("vit_s14_fmnist_ft"), 16384, (0, 1, 2, 3, 4)),
 }
 
 
-def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "small_vit_cfmnist", prefix: str = "cfmnist",
+def finetune_recipes(bases: dict[str, TrainRecipe], base_name: str = "vit_s14_fmnist_ft", prefix: str = "s14",
                      seeds: Sequence[int] = FINETUNE_SEEDS, trainable: Optional[list] = None,
                      images: int = FINETUNE_IMAGES) -> dict[str, TrainRecipe]:
     """``<prefix>_ft_<condition>_s<seed>``: ``bases[base_name]`` fine-tuned for one pass over ``images``
@@ -830,7 +805,7 @@ def load_base_model(name: str, profile: Optional[str] = None, cache_dir: Optiona
                         progress=progress)
 
 
-def finetuned_name(condition: str, seed: int, profile: str = "default", prefix: str = "cfmnist") -> str:
+def finetuned_name(condition: str, seed: int, profile: str = "default", prefix: str = "s14") -> str:
     """The name of a cached fine-tune of :func:`finetune_recipes` (``condition``: a key of
     :data:`FINETUNE_CONDITIONS`; the smoke profile's have the suffix ``_smoke`` and seeds 0-2 only)."""
     if condition not in FINETUNE_CONDITIONS:
@@ -838,7 +813,7 @@ def finetuned_name(condition: str, seed: int, profile: str = "default", prefix: 
     return f"{prefix}_ft_{condition}_s{int(seed)}" + ("_smoke" if profile == "smoke" else "")
 
 
-def load_finetuned(condition: str, seed: int, profile: str = "default", prefix: str = "cfmnist",
+def load_finetuned(condition: str, seed: int, profile: str = "default", prefix: str = "s14",
                    progress: bool = False) -> tuple[nn.Module, dict]:
     """A cached fine-tune (unpatched, fp32, eval mode; patch it with its condition's configuration to evaluate it
     as trained) and its sidecar info; ``smoke`` trains a missing one in seconds, ``default`` raises
