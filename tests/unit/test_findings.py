@@ -123,6 +123,9 @@ def test_limitations_say_where_the_claims_rest_from_the_calibration(tmp_path):
     text = F.limitations(d, on_proxy)
     assert "vit_x" in text and "0.7-5.0" in text and "5.1-17.6" in text   # the model measured, the candidates' range
     assert "birds" not in text
+    two = {**on_proxy, "params": {"proxy_model": "vit_x", "base_model": "small_y"}}
+    assert "vit_x" in F.limitations(d, two) and "small_y" in F.limitations(d, two)
+    assert "None" not in F.limitations(d, {**on_proxy, "params": {}})   # a notebook that names no model
     on_birds = {**RESULTS, "claims": [_claim("a", "paper claim", "reproduced", premises=[FINE_GRAINED_BAR])]}
     text = F.limitations(d, on_birds)
     assert "birds" in text and "2.92" in text and "19.8" in text

@@ -22,6 +22,8 @@ FOR_THE_PAPER = {"paper claim": "reproduced", "our hypothesis": "supported", "re
 #: the verdicts that count against the paper, by kind
 AGAINST_THE_PAPER = {"paper claim": "not reproduced", "our hypothesis": "not supported", "reviewer objection": "upheld"}
 CHECKS = ("consistency check", "transcription")
+#: the settings that name the classification models a notebook's accuracy claims were measured on
+MEASURED_ON = ("proxy_model", "base_model")
 MAX_LISTED = 8
 
 
@@ -167,13 +169,16 @@ def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> 
         if name is None and cls:
             tome = [c for c in (_number(r, "tome_cost") for r in cls) if c is not None]
             c7 = [c for c in (_number(r, "cost@0.7") for r in cls) if c is not None]
-            measured = results.get("params", {}).get("proxy_model") or results.get("params", {}).get("base_model")
+            params = results.get("params", {})
+            models = list(dict.fromkeys(str(params[k]) for k in MEASURED_ON if params.get(k)))
+            measured = (f" on `{models[0]}`, a model" if len(models) == 1 else
+                        f" on {' and '.join(f'`{m}`' for m in models)}, models" if models else ", on models")
             out.append(f"No classification proxy qualified in the pre-registered calibration (notebook 00): on its "
                        f"{len(cls)} candidates (64 tokens each), EViT with fusion costs {min(c7):.1f}-{max(c7):.1f} "
                        f"points off the shelf at keep 0.7 and ToMe at DeiT-S's MAC ratio {min(tome):.1f}-"
                        f"{max(tome):.1f}; {deit}. The accuracy claims that rest on the proxy are therefore not "
-                       f"testable here, each shown with what was measured on `{measured}`, a model outside the "
-                       "papers' regime.")
+                       f"testable here, each shown with what was measured{measured} outside the papers' "
+                       "regime.")
         elif name:
             row = next((r for r in cls if r["candidate"] == name), None)
             if row is not None:
