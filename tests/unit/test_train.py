@@ -341,3 +341,35 @@ def test_paper_builder_loads_a_local_checkpoint(tmp_path):
     model = tm.build_model(r, init=path)
     for k, v in src.state_dict().items():
         assert torch.equal(v, model.state_dict()[k]), k
+
+
+def test_make_models_in_parts_stops_starting_builds_at_its_deadline_and_a_rerun_continues(tmp_path, capsys):
+    import time as _time
+
+    left: list = []
+    # a deadline already past: nothing is trained, every missing model is left for the next part
+    infos = tm.build_profile("smoke", only=["small_vit_fmnist_smoke"], cache_dir=tmp_path, progress=False,
+                             deadline=_time.monotonic() - 1, left=left)
+    assert infos == [] and left == ["small_vit_fmnist_smoke"] and not any(tmp_path.iterdir())
+    # the next part builds it; a part after that loads it even past its deadline
+    assert len(tm.build_profile("smoke", only=["small_vit_fmnist_smoke"], cache_dir=tmp_path, progress=False)) == 1
+    left = []
+    infos = tm.build_profile("smoke", only=["small_vit_fmnist_smoke"], cache_dir=tmp_path, progress=False,
+                             deadline=_time.monotonic() - 1, left=left)
+    assert len(infos) == 1 and infos[0]["loaded"] and left == []
+    from tokenprune.utils.io import InputError
+
+    with pytest.raises(InputError, match="--max-minutes"):
+        tm.check_args(tm.build_parser().parse_args(["--profile", "smoke", "--max-minutes", "0"]))
+
+
+def test_make_models_in_parts_leaves_the_output_builders_for_the_next_part(monkeypatch, capsys):
+    from tokenprune.training import models_command
+
+    called = []
+    monkeypatch.setattr(tm, "main", lambda argv=None: 0)
+    monkeypatch.setattr(models_command, "OUTPUT_BUILDERS",
+                        tuple(lambda n=n, **kw: called.append(n) or [] for n in ("a", "b")))
+    assert models_command.main(["--max-minutes", "1e-9"]) == 0 and called == []
+    assert capsys.readouterr().out.strip()   # it says what is left
+    assert models_command.main([]) == 0 and called == ["a", "b"]

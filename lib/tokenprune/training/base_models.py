@@ -826,8 +826,11 @@ def build_profile(profile: str = "default", only: Optional[Sequence[str]] = None
                   cache_dir: Optional[str | os.PathLike] = None, force: bool = False, progress: bool = True,
                   data_root: Optional[str | os.PathLike] = None, init: Optional[str | os.PathLike] = None,
                   device: Optional[str] = None, skip_missing_weights: bool = False,
-                  compile: bool = False) -> list[dict]:
-    """Ensure every base model of ``profile`` (or those in ``only``); returns their infos."""
+                  compile: bool = False, deadline: Optional[float] = None,
+                  left: Optional[list] = None) -> list[dict]:
+    """Ensure every base model of ``profile`` (or those in ``only``); returns their infos. ``deadline`` (a
+    ``time.monotonic()`` value): once it has passed, no further model is trained (a valid checkpoint is still
+    loaded), and the names not built are appended to ``left``: a rerun continues where this one stopped."""
     recipes = recipes_for(profile, init)
     if only:
         unknown = sorted(set(only) - set(recipes))
@@ -839,6 +842,10 @@ def build_profile(profile: str = "default", only: Optional[Sequence[str]] = None
     cache = Path(cache_dir) if cache_dir is not None else checkpoint_dir(profile)
     infos = []
     for name, recipe in recipes.items():
+        if deadline is not None and time.monotonic() > deadline and (force or not _is_built(recipe, cache)):
+            if left is not None:
+                left.append(name)
+            continue
         try:
             _, info = ensure_model(recipe, cache, force=force, progress=progress, data_root=data_root, init=init,
                                    device=device, compile=compile)
@@ -851,6 +858,11 @@ def build_profile(profile: str = "default", only: Optional[Sequence[str]] = None
             raise
         infos.append(info)
     return infos
+
+
+def _is_built(recipe: TrainRecipe, cache: Path) -> bool:
+    """Whether ``recipe``'s checkpoint and its sidecar are in ``cache`` (their SHA-256 is checked when loaded)."""
+    return all(p.is_file() for p in checkpoint_paths(recipe, cache))
 
 
 def _summary_line(info: dict) -> str:
@@ -878,6 +890,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     ap.add_argument("--list", action="store_true", help="print the recipes and their hashes, then exit")
     ap.add_argument("--compile", action="store_true", help="torch.compile the training forward (from-scratch models)")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="start no new build after this many minutes; rerun the same command to continue (make "
+                         "models in parts: each part runs at most this long plus its last build)")
     return ap
 
 
@@ -886,6 +901,8 @@ def check_args(args: argparse.Namespace) -> None:
     is written: paths that are not there, unknown ``--only`` names, the paper profile without ``--init``."""
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads: expected an int >= 1, got {args.threads}")
+    if getattr(args, "max_minutes", None) is not None and not args.max_minutes > 0:
+        raise InputError(f"--max-minutes: expected a number > 0, got {args.max_minutes}")
     for option, path, kind in (("--init", args.init, "file"), ("--data-root", args.data_root, "folder")):
         if path is not None and not (Path(path).is_file() if kind == "file" else Path(path).is_dir()):
             raise InputError(f"{option}: {path} is not a {kind}")
@@ -909,12 +926,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for name, r in recipes_for(args.profile, args.init).items():
             print(f"{name}-{r.recipe_hash()}: {r.canonical_json()}")
         return 0
+    deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
+    left: list[str] = []
     infos = build_profile(args.profile, args.only, args.cache_dir, args.force, not args.no_progress,
                           args.data_root, args.init, args.device, skip_missing_weights=args.profile == "smoke",
-                          compile=args.compile)
+                          compile=args.compile, deadline=deadline, left=left)
     if is_main_process():
         for info in infos:
             print(_summary_line(info), flush=True)
+        if left:
+            print(f"[models] --max-minutes {args.max_minutes:g} reached: {len(left)} model(s) left "
+                  f"({', '.join(left)}); rerun the same command to continue", flush=True)
     return 0
 
 
