@@ -121,47 +121,51 @@ FINE_GRAINED_BAR = "fine-grained model: K6"
 fallback's limitation when the model is the fallback proxy."""
 
 
-def _role(name: str) -> str:
+def _candidate(name: str) -> Optional[plan.Candidate]:
+    """The pre-registered candidate ``name`` stands for (a smoke model for its default one), or None."""
     key = name.removesuffix("_smoke")
-    return next((c.role for c in plan.CANDIDATES if c.name == key), "classification")
+    return next((c for c in plan.CANDIDATES if c.name == key), None)
+
+
+def _role(name: str) -> str:
+    c = _candidate(name)
+    return c.role if c is not None else "classification"
 
 
 @functools.lru_cache(maxsize=None)
+def _proxy_measurements(name: str) -> Optional[dict[str, Any]]:
+    """Notebook 00's measurements of ``name`` from its cached outputs when it is a role's proxy (a smoke model for its
+    default one), else None: the one place :func:`fallback_limitation` and :func:`sensitivity_of` read them from."""
+    from tokenprune.study import proxy_calibration
+    from tokenprune.training import proxy_outputs
+
+    c = _candidate(name)
+    if c is None or CHOSEN.get(c.role) != c.name:
+        return None
+    return proxy_calibration.measurements(c, proxy_outputs.load(c)[0])
+
+
 def fallback_limitation(name: str) -> str:
     """What every claim decided on ``name`` says when ``name`` is a role's fallback proxy: how far its off-the-shelf
     costs lie outside the bands K2-K3 (:func:`tokenprune.study.proxy_plan.band_distance`, computed from its cached
     outputs); empty for any other model."""
-    from tokenprune.study import proxy_calibration
-    from tokenprune.training import proxy_outputs
-
-    key = name.removesuffix("_smoke")
-    role = _role(key)
-    if CHOSEN.get(role) != key or HOW.get(role) != "fallback":
+    m = _proxy_measurements(name)
+    if m is None or HOW[m["role"]] != "fallback":
         return ""
-    c = next(c for c in plan.CANDIDATES if c.name == key)
-    arrays, _ = proxy_outputs.load(c)
-    m = proxy_calibration.measurements(c, arrays)
-    d = plan.band_distance(m)
+    key, role, d = m["candidate"], m["role"], plan.band_distance(m)
     return (f"{key} is the {role} fallback of the pre-registered calibration (notebook 00), outside its cost bands: "
-            f"EViT off the shelf costs {m['cost@0.7']:.1f} points at keep 0.7 (band 0.3-4) and {m['cost@0.5']:.1f} "
-            f"at keep 0.5 (band 1.5-12), a distance of {d:.2f} (sum of |log(cost / edge)|, a factor of "
-            f"{np.exp(d):.0f}); a verdict on it describes a model more sensitive to pruning than DeiT-S")
+            f"EViT off the shelf costs {m['cost@0.7']:.1f} points at keep 0.7 (band {plan.band_text('K2')}) and "
+            f"{m['cost@0.5']:.1f} at keep 0.5 (band {plan.band_text('K3')}), a distance of {d:.2f} (sum of "
+            f"|log(cost / edge)|, a factor of {np.exp(d):.0f}); a verdict on it describes a model more sensitive to "
+            "pruning than DeiT-S")
 
 
-@functools.lru_cache(maxsize=None)
 def sensitivity_of(name: str) -> Optional[float]:
     """The sensitivity factor of ``name`` when it is a role's proxy (:func:`tokenprune.study.proxy_plan.sensitivity`:
     its off-the-shelf ToMe cost at DeiT-S's MAC ratio over DeiT-S's 1.0 point, from its cached outputs, as notebook 00
     reports it): a tolerance or effect given in ImageNet points is multiplied by it. None for any other model."""
-    from tokenprune.study import proxy_calibration
-    from tokenprune.training import proxy_outputs
-
-    key = name.removesuffix("_smoke")
-    if key not in CHOSEN.values():
-        return None
-    c = next(c for c in plan.CANDIDATES if c.name == key)
-    arrays, _ = proxy_outputs.load(c)
-    return plan.sensitivity(proxy_calibration.measurements(c, arrays)["tome_cost"])
+    m = _proxy_measurements(name)
+    return None if m is None else plan.sensitivity(m["tome_cost"])
 
 
 def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = None) -> "verdicts.Premise":

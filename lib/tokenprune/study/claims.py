@@ -32,6 +32,7 @@ __all__ = [
     "OUTCOMES",
     "gating_order",
     "gate_by_premises",
+    "declared_premises",
     "ALL_VERDICTS",
     "Declaration",
     "DeclarationTable",
@@ -387,6 +388,18 @@ def gate_by_premises(decision: Any, premises: Sequence[Any]) -> Any:
     return decision
 
 
+def declared_premises(rep: Any, decl: "Declaration", premises: Mapping[str, Any] = {}) -> list[Any]:
+    """The premises ``decl`` declares, in its order: those given for this filing (``premises``), else the report's;
+    a premise given under another name than its own is refused."""
+    out = []
+    for name in decl.premises:
+        premise = premises[name] if name in premises else rep.premise(name)
+        if premise.name != name:
+            raise ValueError(f"premises: the premise given for {name!r} is named {premise.name!r} ({decl.id})")
+        out.append(premise)
+    return out
+
+
 def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str, Any] = {},
                our_value: Any = None, ci: Optional[Sequence[float]] = None, design: Optional[dict] = None,
                timed: bool = False, load: Optional[dict] = None, paper_value: Any = None,
@@ -406,11 +419,7 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     if unknown:
         raise ValueError(f"premises: {unknown} are not declared premises of {decl.id}")
     rule_alone = decision
-    given = [(name, premises[name] if name in premises else rep.premise(name)) for name in decl.premises]
-    for name, premise in given:
-        if premise.name != name:
-            raise ValueError(f"premises: the premise given for {name!r} is named {premise.name!r} ({decl.id})")
-    for premise in gating_order([p for _, p in given]):
+    for premise in gating_order(declared_premises(rep, decl, premises)):
         name = premise.name
         if not premise.holds:
             details.setdefault("rule alone", {"verdict": OUTCOMES[rule_alone.verdict], "why": rule_alone.why})

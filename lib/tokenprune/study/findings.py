@@ -149,6 +149,7 @@ def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> 
     the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how far the fallback lies
     outside the cost bands. Empty when the run has no such claim or there is no calibration report."""
     from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
+    from tokenprune.study.proxy_plan import band_text
     from tokenprune.study.paper_numbers import DEIT_CLASS_OFF_THE_SHELF as anchors
 
     if calibration_dir is None or not (calibration_dir / "calibration.csv").exists():
@@ -173,9 +174,10 @@ def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> 
             models = list(dict.fromkeys(str(params[k]) for k in MEASURED_ON if params.get(k)))
             measured = (f" on `{models[0]}`, a model" if len(models) == 1 else
                         f" on {' and '.join(f'`{m}`' for m in models)}, models" if models else ", on models")
+            tokens = "/".join(sorted({r["tokens"] for r in cls}, key=int))
             out.append(f"No classification proxy qualified in the pre-registered calibration (notebook 00): on its "
-                       f"{len(cls)} candidates (64 tokens each), EViT with fusion costs {min(c7):.1f}-{max(c7):.1f} "
-                       f"points off the shelf at keep 0.7 and ToMe at DeiT-S's MAC ratio {min(tome):.1f}-"
+                       f"{len(cls)} candidates ({tokens} tokens each), EViT with fusion costs {min(c7):.1f}-"
+                       f"{max(c7):.1f} points off the shelf at keep 0.7 and ToMe at DeiT-S's MAC ratio {min(tome):.1f}-"
                        f"{max(tome):.1f}; {deit}. The accuracy claims that rest on the proxy are therefore not "
                        f"testable here, each shown with what was measured{measured} outside the papers' "
                        "regime.")
@@ -195,7 +197,8 @@ def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> 
                        f"top-1 {_number(row, 'top1') or float('nan'):.1f} %), where EViT with fusion costs "
                        f"{_number(row, 'cost@0.7') or float('nan'):.1f} points off the shelf at keep 0.7 and "
                        f"{_number(row, 'cost@0.5') or float('nan'):.1f} at keep 0.5"
-                       + (f", outside the pre-registered bands (0.3-4 and 1.5-12) by a distance of {d:.2f} "
+                       + (f", outside the pre-registered bands ({band_text('K2')} and {band_text('K3')}) by a "
+                          f"distance of {d:.2f} "
                           f"(a factor of about {math.exp(d):.0f})" if d > 0 else "")
                        + f"; {deit}. A verdict on it says how pruning behaves on a model more sensitive to it than "
                          "DeiT-S.")

@@ -30,7 +30,7 @@ from tokenprune.training.proxy_candidates import CANDIDATES, FINETUNE, Candidate
 from tokenprune.training.proxy_outputs import KEEP_RATES, TOME_R
 
 __all__ = ["Criterion", "Candidate", "CRITERIA", "BARS", "CANDIDATES", "MEASUREMENT", "FINETUNE", "PREMISES",
-           "criteria_of", "judge", "band_distance", "choose", "sensitivity", "DEIT_S_MAC_RATIO"]
+           "criteria_of", "judge", "band_text", "band_distance", "choose", "sensitivity", "DEIT_S_MAC_RATIO"]
 
 _DEIT = pn.EVIT["deit_small_patch16_224"]
 #: DeiT-S's MAC ratio at ToMe r = 13 (2.7 / 4.6 GMACs): ToMe runs at the r of the proxy whose ratio is closest
@@ -129,6 +129,12 @@ def judge(candidate: Candidate, m: Mapping[str, float]) -> dict[str, Optional[bo
     if out.get("K1") is not None:
         out["K1"] = bool(out["K1"] and candidate.tokens >= 64)
     return out
+
+
+def band_text(criterion_id: str) -> str:
+    """The band of criterion ``criterion_id`` as ``low-high`` (``0.3-4``), for the text a reader sees."""
+    c = next(c for c in CRITERIA if c.id == criterion_id)
+    return f"{c.low:g}-{c.high:g}"
 
 
 def band_distance(m: Mapping[str, float]) -> float:

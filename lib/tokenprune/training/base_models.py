@@ -901,7 +901,7 @@ def check_args(args: argparse.Namespace) -> None:
     is written: paths that are not there, unknown ``--only`` names, the paper profile without ``--init``."""
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads: expected an int >= 1, got {args.threads}")
-    if getattr(args, "max_minutes", None) is not None and not args.max_minutes > 0:
+    if args.max_minutes is not None and not args.max_minutes > 0:
         raise InputError(f"--max-minutes: expected a number > 0, got {args.max_minutes}")
     for option, path, kind in (("--init", args.init, "file"), ("--data-root", args.data_root, "folder")):
         if path is not None and not (Path(path).is_file() if kind == "file" else Path(path).is_dir()):

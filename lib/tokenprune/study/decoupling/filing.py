@@ -24,7 +24,7 @@ import pandas as pd
 from tokenprune.data import synthetic
 from tokenprune.measure import metrics, power
 from tokenprune.study import paper_runs, verdicts
-from tokenprune.study.claims import MAX_WHY, Declaration, file_claim, gate_by_premises
+from tokenprune.study.claims import MAX_WHY, Declaration, declared_premises, file_claim, gate_by_premises
 from tokenprune.study.decoupling import claims as decl
 from tokenprune.study.decoupling.cost import fast_values
 from tokenprune.study.decoupling.data import PAPER_DATASET, PAPER_DIRS, Setting
@@ -73,8 +73,7 @@ def _fmt(x) -> str:
 
 
 def _gated_why(rep: Any, d: Declaration, decision: Decision, premises: Mapping[str, Premise]) -> str:
-    return gate_by_premises(decision, [premises[name] if name in premises else rep.premise(name)
-                                       for name in d.premises]).why
+    return gate_by_premises(decision, declared_premises(rep, d, premises)).why
 
 
 def _file(rep: Any, d: Declaration, decision: Decision, *, keys: Mapping[str, Any], summary: str,

@@ -61,19 +61,21 @@ class Measurements:
         exists for every seed; the forward pass (agreement, KL) for every seed at the intermediate block and for
         the first seed elsewhere."""
         if scorer in TRAINED:
-            ss = self.seeds if seed_ is None else [seed_]
-            vals = [self.per[(name, block, keep, scorer, s)][metric] for s in ss
-                    if metric in self.per.get((name, block, keep, scorer, s), {})]
+            vals = self._seed_values(name, block, keep, scorer, metric, self.seeds if seed_ is None else [seed_])
             return np.mean(vals, axis=0) if vals else None
         d = self.per.get((name, block, keep, scorer, -1))
         return None if d is None else d.get(metric)
+
+    def _seed_values(self, name, block, keep, scorer, metric, seeds) -> list:
+        """The per-image values of a trained head, one array per seed of ``seeds`` that has the metric."""
+        return [self.per[(name, block, keep, scorer, s)][metric] for s in seeds
+                if metric in self.per.get((name, block, keep, scorer, s), {})]
 
     def per_seed(self, name, block, keep, scorer, metric) -> Optional[np.ndarray]:
         """``[S, B]`` per-image values, one row per seed of a trained head that has the metric (``[1, B]`` for an
         untrained scorer), or None where it was not measured."""
         if scorer in TRAINED:
-            vals = [self.per[(name, block, keep, scorer, s)][metric] for s in self.seeds
-                    if metric in self.per.get((name, block, keep, scorer, s), {})]
+            vals = self._seed_values(name, block, keep, scorer, metric, self.seeds)
             return np.stack([np.asarray(v, dtype=np.float64) for v in vals]) if vals else None
         v = self.per_image(name, block, keep, scorer, metric)
         return None if v is None else np.asarray(v, dtype=np.float64)[None]

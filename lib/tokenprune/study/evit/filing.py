@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from tokenprune.study import verdicts
-from tokenprune.study.claims import MAX_WHY, Declaration, file_claim, gate_by_premises
+from tokenprune.study.claims import MAX_WHY, Declaration, declared_premises, file_claim, gate_by_premises
 
 __all__ = ["REASON_LIMIT", "concise", "file"]
 
@@ -30,8 +30,7 @@ def concise(decision: verdicts.Decision, limit: int = REASON_LIMIT) -> tuple[ver
 def _reason_after_premises(rep: Any, decl: Declaration, decision: verdicts.Decision,
                            premises: Mapping[str, Any]) -> str:
     """The reason the claim will carry once its declared premises gate ``decision`` (the outermost failed one)."""
-    given = [premises[name] if name in premises else rep.premise(name) for name in decl.premises]
-    return gate_by_premises(decision, given).why
+    return gate_by_premises(decision, declared_premises(rep, decl, premises)).why
 
 
 def file(rep: Any, decl: Declaration, decision: verdicts.Decision, *, why: str = "", details: Optional[dict] = None,
