@@ -139,12 +139,22 @@ def test_bench_refuses_a_missing_official_checkout_and_other_methods(tmp_path, c
     assert "--batch" in capsys.readouterr().err
 
 
-def test_bench_several_batches_and_dtypes_with_targets(capsys, tmp_path):
+@pytest.mark.parametrize("bf16", ["as this CPU reports it", "reported absent"])
+def test_bench_several_batches_and_dtypes_with_targets(capsys, tmp_path, monkeypatch, bf16):
+    """The rows are those the library says it times on this CPU: bf16 only where the CPU computes it natively
+    (core.precision.native_bf16). Reporting bf16 absent runs the AVX2 path on any CPU."""
+    from tokenprune.core import precision as P
+
+    if bf16 == "reported absent":
+        monkeypatch.setattr(P, "native_bf16", lambda device_type="cpu": None)
+    timed = ("fp32", "bf16") if P.native_bf16("cpu") else ("fp32",)
     rows = T.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.5", "--batch", "1", "2", "--dtype", "fp32",
                    "bf16", "--rounds", "2", "--iters", "1", "--warmup", "0", "--targets", "--json", str(tmp_path / "b.json")])
     out = capsys.readouterr().out
-    assert len(rows) == 8 and {(r["dtype"], r["batch"]) for r in rows} == {(d, b) for d in ("fp32", "bf16") for b in (1, 2)}
-    assert out.count("## ") == 4 and "targets:" in out
+    assert len(rows) == 4 * len(timed)
+    assert {(r["dtype"], r["batch"]) for r in rows} == {(d, b) for d in timed for b in (1, 2)}
+    assert out.count("## ") == 2 * len(timed) and "targets:" in out
+    assert ("bf16 skipped" in out) == ("bf16" not in timed)
     assert all("targets_met" in r for r in rows if r["keep_rate"] < 1)
     assert (tmp_path / "b.json").is_file()
 

@@ -46,15 +46,33 @@ def test_save_load_and_deepcopy_keep_the_model(scorer, reducer, options):
                                                         num_classes=3).state_dict())
 
 
-def test_load_in_a_fresh_process(tmp_path):
+#: a fresh process may run other GEMM kernels or another thread count than pytest's (a CPU with two threads per core
+#: gives it half as many threads by default), so its sums are split differently and differ in the last bits of fp32.
+#: Loading must restore the same model: anything beyond fp32 rounding (a weight, a kept token or the fused token's
+#: weights lost) moves the logits by far more than this share of their scale.
+FRESH_PROCESS_RTOL = 1e-5
+
+
+@pytest.mark.parametrize("threads", ["same", 1])
+def test_load_in_a_fresh_process(tmp_path, threads):
+    """The fresh process runs with pytest's thread count (``same``) and with one thread, which changes how GEMM
+    reductions are split: both give the saved logits within fp32 rounding, and the same tokens."""
     m = _model("cls_attention", "fuse_attention", {})
     x = torch.randn(1, 3, 64, 64)
     with torch.inference_mode():
         y = m(x)
+    counts = list(tokenprune.prune_state(m).token_counts)
     torch.save({"model": m, "x": x, "y": y}, tmp_path / "m.pt")
-    code = ("import torch; d = torch.load(r'%s', weights_only=False); m = d['model']\n"
-            "with torch.inference_mode(): assert torch.equal(m(d['x']), d['y'])\n"
-            "print(type(m).__name__)") % (tmp_path / "m.pt")
+    n = torch.get_num_threads() if threads == "same" else threads
+    code = ("import torch, tokenprune; torch.set_num_threads(%d)\n"
+            "d = torch.load(r'%s', weights_only=False); m = d['model']\n"
+            "with torch.inference_mode(): z = m(d['x'])\n"
+            "scale = d['y'].abs().max().item()\n"
+            "print(type(m).__name__, (z - d['y']).abs().max().item() / scale, list(tokenprune.prune_state(m).token_counts))"
+            ) % (n, tmp_path / "m.pt")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "PruningVisionTransformer"
+    name, rel_diff, fresh_counts = out.stdout.strip().split(" ", 2)
+    assert name == "PruningVisionTransformer"
+    assert float(rel_diff) <= FRESH_PROCESS_RTOL
+    assert fresh_counts == str(counts)
