@@ -232,5 +232,5 @@ def prune_cached(model: torch.nn.Module, cache: SplitCache, block: int, scores: 
 def kept_source(keep_idx: torch.Tensor, num_patches: int) -> torch.Tensor:
     """Source map ``[B, k, N0]`` of the kept tokens after one ``drop`` reduction: token ``t`` stands for
     original patch ``keep_idx[b, t]`` alone (what ``PruneState.source[:, p:, p:]`` holds then); the input of
-    :func:`tokenprune.measure.metrics.part_coverage`."""
+    :func:`tokenprune.measure.coverage.part_coverage`."""
     return torch.nn.functional.one_hot(keep_idx.long(), num_patches).bool()
