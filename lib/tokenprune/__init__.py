@@ -15,7 +15,8 @@ each registering its scorers and reducers) < ``measure`` (MACs, throughput, metr
 ``data`` < ``training`` < ``study`` (profiles, verdicts, reports, the pipeline; used by the notebooks
 and the command line only). Importing ``tokenprune`` registers every method.
 """
-from tokenprune.core.patch import PruneState, patch, prune_state
+from tokenprune.core.patch import patch, prune_state
+from tokenprune.core.state import PruneState
 from tokenprune.core.reducers import REDUCERS, get_reducer, register_reducer
 from tokenprune.core.scorers import SCORERS, get_scorer, register_scorer, scorer_names
 from tokenprune.core.schedule import EVIT_LOCATIONS, Schedule

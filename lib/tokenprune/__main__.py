@@ -30,7 +30,7 @@ COMMANDS = {
     "pipeline": "tokenprune.study.pipeline",
     "batch": "tokenprune.study.batch",
     "report": "tokenprune.study.ledger",
-    "bench": "tokenprune.measure.throughput",
+    "bench": "tokenprune.measure.bench_command",
     "models": "tokenprune.training.models_command",
     "prepare": "tokenprune.data.prepare",
     "train": "tokenprune.training.loop",

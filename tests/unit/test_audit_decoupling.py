@@ -183,8 +183,8 @@ def test_centre_family_is_bonferroni_over_configurations():
     m = _measurements(per)
     fam = meas.centre_family(m, "x", [2, 6], [0.25, 0.7])
     assert len(fam) == 4 and all(v.level == pytest.approx(1 - 0.05 / 4) for _, _, v in fam)
-    one = meas.metrics.paired_bootstrap_diff(100 * per[("x", 2, 0.25, "sensitivity", 0)]["cov"],
-                                            100 * per[("x", 2, 0.25, "centre", -1)]["cov"], n_boot=200, seed=0)
+    one = meas.intervals.paired_bootstrap_diff(100 * per[("x", 2, 0.25, "sensitivity", 0)]["cov"],
+                                              100 * per[("x", 2, 0.25, "centre", -1)]["cov"], n_boot=200, seed=0)
     assert fam[0][2].high - fam[0][2].low > one.high - one.low  # wider than the single 95 % interval
 
 
@@ -536,8 +536,8 @@ def test_a_gap_with_several_seeds_takes_its_interval_over_seeds_and_images():
         per[("s", 6, 0.5, "sensitivity", s)] = {"cov": base + shift + 0.01 * rng.standard_normal(n)}
     m = _measurements(per, seeds=(0, 1, 2), n_boot=2000)
     g = m.gap("s", 6, 0.5)
-    images_only = meas.metrics.paired_bootstrap_diff(100 * m.per_image("s", 6, 0.5, "sensitivity", "cov"),
-                                                     100 * base, n_boot=2000, seed=0)
+    images_only = meas.intervals.paired_bootstrap_diff(100 * m.per_image("s", 6, 0.5, "sensitivity", "cov"),
+                                                       100 * base, n_boot=2000, seed=0)
     assert g.estimate == pytest.approx(images_only.estimate)
     assert (g.high - g.low) > 3 * (images_only.high - images_only.low)   # the seeds' spread is in the interval
     one = _measurements({k: v for k, v in per.items() if k[-1] in (-1, 0)}, seeds=(0,))

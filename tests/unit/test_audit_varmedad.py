@@ -11,7 +11,7 @@ import torch
 
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import prune_state
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
 from tokenprune.study import calibration, paper_runs, params, report, verdicts
@@ -213,12 +213,12 @@ def test_cluster_bootstrap_resamples_the_clusters():
     centres = rng.normal(0, 1, 5)
     v = np.repeat(centres, 3) + rng.normal(0, 0.01, 15)
     g = np.repeat(np.arange(5), 3)
-    naive = metrics.bootstrap_ci(v, seed=0)
+    naive = intervals.bootstrap_ci(v, seed=0)
     clus = designs.cluster_bootstrap_ci(v, g, seed=0)
     assert clus.estimate == pytest.approx(v.mean())
     assert (clus.high - clus.low) > 1.4 * (naive.high - naive.low)
     single = designs.cluster_bootstrap_ci(centres, np.arange(5), seed=0)
-    plain = metrics.bootstrap_ci(centres, seed=0)
+    plain = intervals.bootstrap_ci(centres, seed=0)
     assert single.high - single.low == pytest.approx(plain.high - plain.low, rel=0.15)
     w = designs.cluster_bootstrap_ci([1.0, 2.0, np.nan, 4.0], ["a", "a", "b", "b"], seed=0)
     assert w.estimate == pytest.approx(7 / 3) and 1.0 <= w.low <= w.high <= 4.0

@@ -102,10 +102,10 @@ def test_kept_token_diversity_shapes_and_collapse():
     d = kept_token_diversity(m, x, block=10, batch=4)
     assert d["cosine_distance"].shape == (6,) and (d["tokens"] == 64).all()
     # identical tokens have no diversity
-    from tokenprune.measure import metrics
+    from tokenprune.measure import diversity
 
     same = torch.ones(1, 5, 8)
-    assert float(metrics.mean_pairwise_cosine_distance(same)[0]) == pytest.approx(0.0, abs=1e-12)
+    assert float(diversity.mean_pairwise_cosine_distance(same)[0]) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_reduction_timer_measures_and_restores():

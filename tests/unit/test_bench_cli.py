@@ -2,24 +2,25 @@
 load. Benchmarks print figures; no test asserts a speed."""
 import pytest
 
+from tokenprune.measure import bench_command as B
 from tokenprune.measure import throughput as T
 
 
 def test_keep_rate_out_of_range_is_refused(capsys):
     with pytest.raises(SystemExit):
-        T.main(["--keep", "1.5"])
+        B.main(["--keep", "1.5"])
     assert "--keep" in capsys.readouterr().err
 
 
 def test_non_vit_model_is_refused(capsys):
     with pytest.raises(SystemExit):
-        T.main(["--model", "resnet18", "--keep", "1.0"])
+        B.main(["--model", "resnet18", "--keep", "1.0"])
     err = capsys.readouterr().err
     assert "--model" in err and "resnet18" in err
 
 
 def test_every_option_has_help():
-    actions = [a for a in T.build_parser()._actions if a.option_strings and a.dest != "help"]
+    actions = [a for a in B.build_parser()._actions if a.option_strings and a.dest != "help"]
     assert len(actions) >= 10 and all(a.help for a in actions), [a.dest for a in actions if not a.help]
 
 
@@ -128,14 +129,14 @@ def test_benchmark_records_load_and_spread():
 
 def test_bench_refuses_a_missing_official_checkout_and_other_methods(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        T.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.7", "--official-evit", str(tmp_path)])
+        B.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.7", "--official-evit", str(tmp_path)])
     err = capsys.readouterr().err
     assert "--official-evit" in err and "evit.py" in err
     with pytest.raises(SystemExit):
-        T.main(["--keep", "1.0", "0.7", "--official-evit", str(tmp_path), "--reducer", "drop"])
+        B.main(["--keep", "1.0", "0.7", "--official-evit", str(tmp_path), "--reducer", "drop"])
     assert "--official-evit" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        T.main(["--batch", "0"])
+        B.main(["--batch", "0"])
     assert "--batch" in capsys.readouterr().err
 
 
@@ -148,7 +149,7 @@ def test_bench_several_batches_and_dtypes_with_targets(capsys, tmp_path, monkeyp
     if bf16 == "reported absent":
         monkeypatch.setattr(P, "native_bf16", lambda device_type="cpu": None)
     timed = ("fp32", "bf16") if P.native_bf16("cpu") else ("fp32",)
-    rows = T.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.5", "--batch", "1", "2", "--dtype", "fp32",
+    rows = B.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.5", "--batch", "1", "2", "--dtype", "fp32",
                    "bf16", "--rounds", "2", "--iters", "1", "--warmup", "0", "--targets", "--json", str(tmp_path / "b.json")])
     out = capsys.readouterr().out
     assert len(rows) == 4 * len(timed)

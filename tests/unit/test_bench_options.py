@@ -6,24 +6,24 @@ import pytest
 import torch
 
 from tokenprune.core import precision as P
-from tokenprune.measure import throughput as T
+from tokenprune.measure import bench_command as B
 
 TINY = ["--model", "deit_tiny_patch16_224", "--batch", "1", "--rounds", "1", "--iters", "1", "--warmup", "0"]
 
 
 def test_official_tome_refusals(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        T.main(TINY + ["--keep", "1.0", "--tome-r", "13", "--official-tome", str(tmp_path)])
+        B.main(TINY + ["--keep", "1.0", "--tome-r", "13", "--official-tome", str(tmp_path)])
     err = capsys.readouterr().err
     assert "--official-tome" in err and "timm.py" in err
     with pytest.raises(SystemExit):
-        T.main(TINY + ["--keep", "1.0", "--official-tome", str(tmp_path)])  # no --tome-r to compare at
+        B.main(TINY + ["--keep", "1.0", "--official-tome", str(tmp_path)])  # no --tome-r to compare at
     assert "--official-tome" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        T.main(["--tome-r", "0"])
+        B.main(["--tome-r", "0"])
     assert "--tome-r" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        T.main(["--attention", "flash"])
+        B.main(["--attention", "flash"])
     assert "--attention" in capsys.readouterr().err
 
 
@@ -31,14 +31,14 @@ def test_official_tome_refusals(tmp_path, capsys):
 def kernels_seen(monkeypatch):
     """Records, for every timed run, each model's attention kernel ('fused' / 'explicit' per Attention module)."""
     seen = []
-    original = T.benchmark
+    original = B.benchmark
 
     def spy(models, **kw):
         seen.append({"dtype": kw["dtype"], **{k: {"fused" if a.fused_attn else "explicit" for a in m.modules()
                                                    if hasattr(a, "fused_attn")} for k, m in models.items()}})
         return original(models, **kw)
 
-    monkeypatch.setattr(T, "benchmark", spy)
+    monkeypatch.setattr(B, "benchmark", spy)
     return seen
 
 
@@ -46,7 +46,7 @@ def test_tome_rows_and_the_rules_kernel_for_every_model_of_ours(kernels_seen, mo
     """On a CPU with AVX512-BF16 and no AMX the rule gives fp32 the fused kernel and bf16 the explicit one."""
     monkeypatch.setattr(P, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
     monkeypatch.setattr(P, "native_bf16", lambda device_type="cpu": "AVX512-BF16")
-    rows = T.main(TINY + ["--keep", "1.0", "0.7", "--tome-r", "13", "--dtype", "fp32", "bf16", "--targets"])
+    rows = B.main(TINY + ["--keep", "1.0", "0.7", "--tome-r", "13", "--dtype", "fp32", "bf16", "--targets"])
     out = capsys.readouterr().out
     assert [(r["dtype"], r["config"]) for r in rows] == [(d, c) for d in ("fp32", "bf16")
                                                          for c in ("keep=1", "keep=0.7", "tome r=13")]
@@ -62,31 +62,31 @@ def test_tome_rows_and_the_rules_kernel_for_every_model_of_ours(kernels_seen, mo
 
 
 def test_attention_option_overrides_the_rule(kernels_seen):
-    rows = T.main(TINY + ["--keep", "1.0", "0.7", "--dtype", "fp32", "--attention", "explicit"])
+    rows = B.main(TINY + ["--keep", "1.0", "0.7", "--dtype", "fp32", "--attention", "explicit"])
     assert {r["attention"] for r in rows} == {"explicit"}
     assert all(v == {"explicit"} for s in kernels_seen for k, v in s.items() if k != "dtype")
 
 
 def test_bf16_is_skipped_without_native_bf16_unless_forced(monkeypatch, capsys):
     monkeypatch.setattr(P, "native_bf16", lambda device_type="cpu": None)
-    rows = T.main(TINY + ["--keep", "1.0", "--dtype", "fp32", "bf16"])
+    rows = B.main(TINY + ["--keep", "1.0", "--dtype", "fp32", "bf16"])
     out = capsys.readouterr().out
     assert {r["dtype"] for r in rows} == {"fp32"}
     assert any("bf16" in line and "--force-bf16" in line for line in out.splitlines())  # the skip names the option
-    rows = T.main(TINY + ["--keep", "1.0", "--dtype", "fp32", "bf16", "--force-bf16"])
+    rows = B.main(TINY + ["--keep", "1.0", "--dtype", "fp32", "bf16", "--force-bf16"])
     assert {r["dtype"] for r in rows} == {"fp32", "bf16"} and "--force-bf16" not in capsys.readouterr().out
 
 
 def test_bf16_runs_where_native(monkeypatch, capsys):
     monkeypatch.setattr(P, "native_bf16", lambda device_type="cpu": "AVX512-BF16")
-    rows = T.main(TINY + ["--keep", "1.0", "--dtype", "bf16"])
+    rows = B.main(TINY + ["--keep", "1.0", "--dtype", "bf16"])
     assert {r["dtype"] for r in rows} == {"bf16"} and "--force-bf16" not in capsys.readouterr().out
 
 
 def test_compile_adds_compiled_rows_at_batch_1_only(monkeypatch, capsys):
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda m, **kw: compiled.append(kw) or m)  # the rows' plumbing, not inductor
-    rows = T.main(TINY[:2] + ["--batch", "1", "2", "--rounds", "1", "--iters", "1", "--warmup", "0",
+    rows = B.main(TINY[:2] + ["--batch", "1", "2", "--rounds", "1", "--iters", "1", "--warmup", "0",
                               "--keep", "1.0", "0.7", "--tome-r", "13", "--compile"])
     assert [(r["batch"], r["compiled"]) for r in rows] == [(1, False)] * 3 + [(1, True)] * 3 + [(2, False)] * 3
     assert compiled == [{"dynamic": False}] * 3  # ours: the baseline, EViT, ToMe, each at its own static shapes
@@ -104,7 +104,7 @@ def test_compile_failure_is_printed_not_raised(monkeypatch, capsys):
             raise RuntimeError("C++ compiler not found\nmore detail")
 
     monkeypatch.setattr(torch, "compile", Broken)
-    rows = T.main(TINY + ["--keep", "1.0", "0.7", "--compile"])
+    rows = B.main(TINY + ["--keep", "1.0", "0.7", "--compile"])
     out = capsys.readouterr().out
     assert not any(r["compiled"] for r in rows) and len(rows) == 2
     line = next(line for line in out.splitlines() if "torch.compile" in line)  # one line: the error's kind and first line
@@ -117,7 +117,7 @@ EVIT, TOME = os.environ.get("TOKENPRUNE_OFFICIAL_EVIT"), os.environ.get("TOKENPR
 @pytest.mark.skipif(not (EVIT and TOME), reason="set TOKENPRUNE_OFFICIAL_EVIT and TOKENPRUNE_OFFICIAL_TOME to checkouts "
                                                 "of youweiliang/evit and facebookresearch/ToMe")
 def test_bench_times_both_official_implementations_beside_ours(capsys):
-    rows = T.main(TINY + ["--keep", "1.0", "0.7", "--tome-r", "13", "--official-evit", EVIT, "--official-tome", TOME,
+    rows = B.main(TINY + ["--keep", "1.0", "0.7", "--tome-r", "13", "--official-evit", EVIT, "--official-tome", TOME,
                           "--targets"])
     by = {r["config"]: r for r in rows}
     assert set(by) == {"keep=1", "keep=0.7", "tome r=13"}
@@ -132,6 +132,6 @@ def test_official_tome_refuses_a_model_it_does_not_implement(monkeypatch, capsys
 
     monkeypatch.setattr(official_tome, "load_official_tome", lambda path: object())  # never applied: refused first
     with pytest.raises(SystemExit):
-        T.main(["--model", "deit3_small_patch16_224", "--keep", "1.0", "--tome-r", "13", "--official-tome", "x"])
+        B.main(["--model", "deit3_small_patch16_224", "--keep", "1.0", "--tome-r", "13", "--official-tome", "x"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--official-tome" in err and "ls1" in err

@@ -1,6 +1,7 @@
 import pytest
 import timm
 
+from tokenprune.measure import bench_command
 from tokenprune.measure import throughput as bench
 from tokenprune.study import params
 from tokenprune.core.patch import patch
@@ -51,8 +52,8 @@ def test_benchmark_and_speedup_table():
 
 
 def test_bench_cli_prints_table(capsys):
-    rows = bench.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.5", "--batch", "2", "--rounds", "1",
-                       "--iters", "1", "--warmup", "0"])
+    rows = bench_command.main(["--model", "deit_tiny_patch16_224", "--keep", "1.0", "0.5", "--batch", "2",
+                               "--rounds", "1", "--iters", "1", "--warmup", "0"])
     out = capsys.readouterr().out
     assert "speedup/MAC ratio" in out and len(rows) == 2 and rows[1]["mac_ratio"] > 1.4
 

@@ -6,7 +6,8 @@ import timm
 import torch
 
 from tokenprune.core import patch as tp
-from tokenprune.core.patch import attention_with_stats, check_img_size, check_timm_version, patch, prune_state
+from tokenprune.core.block_forward import attention_with_stats
+from tokenprune.core.patch import check_img_size, check_timm_version, patch, prune_state
 
 SMALL = dict(img_size=64)  # random weights; the architecture (depth, heads, LayerScale, q/k norm) is what matters
 

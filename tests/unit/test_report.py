@@ -80,7 +80,7 @@ def test_claim_rejects_unknown_paper_and_bad_ci_and_normalises_scalars():
     with pytest.raises(ValueError, match="ci"):
         _claim(ci=[2.0, 1.0])
 
-    class Iv:  # any object with low/high, e.g. metrics.Interval
+    class Iv:  # any object with low/high, e.g. intervals.Interval
         low, high = np.float32(0.5), np.float64(0.75)
 
     c = _claim(our_value=np.float32(0.25), paper_value=torch.tensor(3.0), ci=Iv())

@@ -1,8 +1,8 @@
-"""metrics.seed_image_bootstrap_diff: paired seeds x paired images (trained configurations)."""
+"""intervals.seed_image_bootstrap_diff: paired seeds x paired images (trained configurations)."""
 import numpy as np
 import pytest
 
-from tokenprune.measure.metrics import paired_bootstrap_diff, seed_image_bootstrap_diff
+from tokenprune.measure.intervals import paired_bootstrap_diff, seed_image_bootstrap_diff
 
 
 def _correct(p, shape, seed):

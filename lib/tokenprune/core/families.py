@@ -5,7 +5,7 @@ Their blocks take a positional argument that timm computes once per forward pass
 embedding (Eva's ``rope``, ``[N_patches, 2 d]`` or per block for ``rope_type='mixed'``) or a relative position bias
 (``[1, H, N0, N0]`` over every original token, prefix included: each attention's own ``rel_pos`` or the model's
 ``shared_rel_pos``). Once tokens are reduced, the tokens left are no longer the grid, so the forward pass tracks
-each token's source map (which original tokens it stands for; :func:`~tokenprune.core.patch.run_blocks` with a
+each token's source map (which original tokens it stands for; :func:`~tokenprune.core.block_forward.run_blocks` with a
 ``position`` hook) and gives each block the positional argument of the tokens it holds.
 
 The position rule:
@@ -37,8 +37,8 @@ from timm.models.eva import Eva, EvaAttention, EvaBlock, EvaBlockPostNorm
 from timm.models.vision_transformer_relpos import (RelPosAttention, RelPosBlock, ResPostRelPosBlock,
                                                    VisionTransformerRelPos)
 
-from tokenprune.core.patch import (BlockOps, Family, PruningBlockMixin, attend_with_stats, mlp_residual,
-                                   register_family, run_blocks)
+from tokenprune.core.block_forward import BlockOps, PruningBlockMixin, attend_with_stats, mlp_residual, run_blocks
+from tokenprune.core.patch import Family, register_family
 
 __all__ = [
     "token_positions",

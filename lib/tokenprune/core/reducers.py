@@ -26,6 +26,7 @@ __all__ = [
     "get_reducer",
     "gather_tokens",
     "prefix_and_size",
+    "Selection",
     "keep_topk",
     "fuse_rest",
     "fuse_cost",
@@ -170,43 +171,75 @@ def gather_tokens(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return torch.gather(t, 1, view.expand(idx.shape + t.shape[2:]))
 
 
-def prefix_and_size(ctx: TokenContext):
+def prefix_and_size(ctx: TokenContext) -> tuple[int, torch.Tensor]:
+    """The number of prefix tokens and the sizes ``[B, N]`` of every token (ones when the context carries none)."""
     p = ctx.num_prefix_tokens
     b, n = ctx.x.shape[:2]
     size = ctx.size if ctx.size is not None else ctx.x.new_ones(b, n)
     return p, size
 
 
-def keep_topk(ctx: TokenContext, scores: torch.Tensor, n_keep: int):
-    """Shared part of every selection reducer: prefix + the kept tokens, and the index of the rest."""
+@dataclass(frozen=True)
+class Selection:
+    """The ``n_keep`` best-scored prunable tokens of a context and the index of the rest: what every selection
+    reducer shares before it decides what becomes of the rest (:func:`keep_topk`).
+
+    Attributes:
+        keep_idx: ``[B, n_keep]`` indices (into the prunable tokens) of the kept tokens, by descending score.
+        rest_idx: ``[B, N - n_keep]`` indices of the others, by descending score.
+        kept_x: ``[B, n_keep, C]`` the kept tokens.
+        kept_size: ``[B, n_keep]`` original patches each kept token stands for.
+        kept_source: ``[B, n_keep, N0]`` which original tokens each kept token stands for (None when not traced).
+        size: ``[B, N]`` the sizes of every input token, prefix included (ones when the context carries none).
+    """
+
+    keep_idx: torch.Tensor
+    rest_idx: torch.Tensor
+    kept_x: torch.Tensor
+    kept_size: torch.Tensor
+    kept_source: Optional[torch.Tensor]
+    size: torch.Tensor
+
+
+def keep_topk(ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Selection:
+    """Keep the ``n_keep`` best-scored prunable tokens (ties to the lower index, :func:`select_topk`)."""
     p, size = prefix_and_size(ctx)
     keep_idx, rest_idx = select_topk(scores, n_keep)
-    parts_x = [ctx.x[:, :p], gather_tokens(ctx.x[:, p:], keep_idx)]
-    parts_size = [size[:, :p], gather_tokens(size[:, p:], keep_idx)]
-    parts_src = None
-    if ctx.source is not None:
-        parts_src = [ctx.source[:, :p], gather_tokens(ctx.source[:, p:], keep_idx)]
-    return keep_idx, rest_idx, parts_x, parts_size, parts_src, size
+    kept_source = None if ctx.source is None else gather_tokens(ctx.source[:, p:], keep_idx)
+    return Selection(keep_idx=keep_idx, rest_idx=rest_idx, kept_x=gather_tokens(ctx.x[:, p:], keep_idx),
+                     kept_size=gather_tokens(size[:, p:], keep_idx), kept_source=kept_source, size=size)
 
 
-def fuse_rest(ctx, keep_idx, rest_idx, parts_x, parts_size, parts_src, size, weights: torch.Tensor) -> Reduction:
-    """Append one token: the sum of the rest weighted by ``weights`` ([B, N_rest]), with summed bookkeeping."""
+def _prefix_then_kept(ctx: TokenContext, selection: Selection, *, fused_x: Optional[torch.Tensor] = None,
+                      fused_size: Optional[torch.Tensor] = None,
+                      fused_source: Optional[torch.Tensor] = None) -> Reduction:
+    """The reduction's tokens: the prefix, the kept tokens, then the fused token when one is given (``fused_x``
+    ``[B, 1, C]``, ``fused_size`` ``[B, 1]``, ``fused_source`` ``[B, 1, N0]`` when traced)."""
     p = ctx.num_prefix_tokens
+    fused = fused_x is not None
+    x = torch.cat([ctx.x[:, :p], selection.kept_x] + ([fused_x] if fused else []), 1)
+    size = torch.cat([selection.size[:, :p], selection.kept_size] + ([fused_size] if fused else []), 1)
+    source = None
+    if ctx.source is not None:
+        source = torch.cat([ctx.source[:, :p], selection.kept_source] + ([fused_source] if fused else []), 1)
+    return Reduction(x, size, source, selection.keep_idx)
+
+
+def fuse_rest(ctx: TokenContext, selection: Selection, *, weights: torch.Tensor) -> Reduction:
+    """The prefix, the kept tokens and one appended token: the sum of the rest weighted by ``weights``
+    (``[B, N_rest]``, in the order of ``selection.rest_idx``), whose size and source are the rest's summed."""
+    p, rest_idx = ctx.num_prefix_tokens, selection.rest_idx
     rest_x = gather_tokens(ctx.x[:, p:], rest_idx)
-    parts_x.append(torch.einsum("bn,bnc->bc", weights.to(rest_x.dtype), rest_x).unsqueeze(1))
-    parts_size.append(gather_tokens(size[:, p:], rest_idx).sum(dim=1, keepdim=True))
-    if parts_src is not None:
-        parts_src.append(gather_tokens(ctx.source[:, p:], rest_idx).sum(dim=1, keepdim=True))
-    return Reduction(torch.cat(parts_x, 1), torch.cat(parts_size, 1),
-                     None if parts_src is None else torch.cat(parts_src, 1), keep_idx)
+    fused_x = torch.einsum("bn,bnc->bc", weights.to(rest_x.dtype), rest_x).unsqueeze(1)
+    fused_size = gather_tokens(selection.size[:, p:], rest_idx).sum(dim=1, keepdim=True)
+    fused_source = None if ctx.source is None else gather_tokens(ctx.source[:, p:], rest_idx).sum(dim=1, keepdim=True)
+    return _prefix_then_kept(ctx, selection, fused_x=fused_x, fused_size=fused_size, fused_source=fused_source)
 
 
 @register_reducer("drop", reference="EViT without inattentive-token fusion (Table 2, 'w/o fusion')")
 def drop(ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Reduction:
     """Keep the prefix and the ``n_keep`` best-scored tokens; discard the rest."""
-    keep_idx, _, parts_x, parts_size, parts_src, _ = keep_topk(ctx, scores, n_keep)
-    return Reduction(torch.cat(parts_x, 1), torch.cat(parts_size, 1),
-                     None if parts_src is None else torch.cat(parts_src, 1), keep_idx)
+    return _prefix_then_kept(ctx, keep_topk(ctx, scores, n_keep))
 
 
 def fuse_cost(n_tokens, n_kept, dim, head_dim, **_):

@@ -2,7 +2,7 @@
 
 Token pruning at a single location ``l`` (1-based, as :mod:`tokenprune.core.schedule`) happens inside block
 ``l``, after the attention residual and before the MLP (EViT, youweiliang/evit ``evit.py``; the same
-place :class:`tokenprune.core.patch.PruningBlock` reduces). Everything before that point does not depend on
+place :class:`tokenprune.core.block_forward.PruningBlock` reduces). Everything before that point does not depend on
 the scorer, the keep rate or the trained predictor head. This module therefore splits the forward pass:
 
 * :func:`cache_tokens` runs the model once per image set and keeps, for each requested block, the
@@ -30,7 +30,7 @@ from typing import Optional, Sequence
 import torch
 from timm.models.vision_transformer import Block, VisionTransformer
 
-from tokenprune.core.patch import attention_residual, mlp_residual
+from tokenprune.core.block_forward import attention_residual, mlp_residual
 from tokenprune.core.reducers import gather_tokens
 from tokenprune.core.schedule import num_keep
 from tokenprune.core.scorers import ScorerSpec, TokenContext, get_scorer, select_topk
@@ -232,5 +232,5 @@ def prune_cached(model: torch.nn.Module, cache: SplitCache, block: int, scores: 
 def kept_source(keep_idx: torch.Tensor, num_patches: int) -> torch.Tensor:
     """Source map ``[B, k, N0]`` of the kept tokens after one ``drop`` reduction: token ``t`` stands for
     original patch ``keep_idx[b, t]`` alone (what ``PruneState.source[:, p:, p:]`` holds then); the input of
-    :func:`tokenprune.measure.metrics.part_coverage`."""
+    :func:`tokenprune.measure.coverage.part_coverage`."""
     return torch.nn.functional.one_hot(keep_idx.long(), num_patches).bool()

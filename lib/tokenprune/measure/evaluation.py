@@ -16,7 +16,7 @@ from typing import Iterable, Optional
 import numpy as np
 import torch
 
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals, metrics, significance
 from tokenprune.measure.macs import analytic_macs
 from tokenprune.core.config import UNPRUNED, PruneConfig
 from tokenprune.core.patch import prune_state
@@ -66,7 +66,7 @@ def predict(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor, 
 
 
 def _ci_row(prefix: str, values: np.ndarray, seed: int) -> dict:
-    ci = metrics.bootstrap_ci(values, seed=seed)
+    ci = intervals.bootstrap_ci(values, seed=seed)
     return {prefix: ci.estimate, f"{prefix}_low": ci.low, f"{prefix}_high": ci.high}
 
 
@@ -94,7 +94,7 @@ def prune_sweep(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tens
         cfg.apply(model, seed=seed)
         p = predict(model, images, labels, batch=batch, dtype=dtype)
         preds[cfg.label] = p
-        mc = metrics.mcnemar(full.correct, p.correct)
+        mc = significance.mcnemar(full.correct, p.correct)
         rows.append({"config": cfg.label, "scorer": cfg.scorer, "reducer": cfg.reducer,
                      "keep_rate": cfg.keep_rate if not isinstance(cfg.keep_rate, tuple) else str(cfg.keep_rate),
                      "locations": ",".join(map(str, cfg.locations)), "gmacs": analytic_macs(model).total / 1e9,
@@ -115,8 +115,8 @@ def paired_comparison(a: Predictions, b: Predictions, seed: int = 0) -> dict:
     and McNemar's test on per-image correctness."""
     if not torch.equal(a.labels, b.labels):
         raise ValueError("a, b: predictions must be on the same images in the same order")
-    diff = metrics.paired_bootstrap_diff(a.correct.astype(float), b.correct.astype(float), seed=seed)
-    mc = metrics.mcnemar(a.correct, b.correct)
+    diff = intervals.paired_bootstrap_diff(a.correct.astype(float), b.correct.astype(float), seed=seed)
+    mc = significance.mcnemar(a.correct, b.correct)
     return {"top1_diff": diff.estimate, "top1_diff_low": diff.low, "top1_diff_high": diff.high,
             "bootstrap_p": diff.p_value, "mcnemar_p": mc.p_value, "mcnemar_method": mc.method,
             "n01": mc.n01, "n10": mc.n10, "n": len(a.labels)}

@@ -5,15 +5,15 @@ redundant, and that merging the inattentive ones by clustering keeps it diverse.
 the argument measurable on a real forward pass: :func:`tokens_after` reads the tokens leaving a
 block (a forward hook; after that block's reduction and MLP), and :func:`kept_token_diversity`
 returns, per image, the mean pairwise cosine distance and the effective rank of the prunable
-tokens there (:func:`tokenprune.measure.metrics.mean_pairwise_cosine_distance`,
-:func:`tokenprune.measure.metrics.effective_rank`).
+tokens there (:func:`tokenprune.measure.diversity.mean_pairwise_cosine_distance`,
+:func:`tokenprune.measure.diversity.effective_rank`).
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from tokenprune.measure import metrics
+from tokenprune.measure import diversity
 from tokenprune.core.precision import autocast
 
 __all__ = ["tokens_after", "kept_token_diversity"]
@@ -60,8 +60,8 @@ def kept_token_diversity(model: torch.nn.Module, images: torch.Tensor, block: in
         if t.shape[1] < 2:  # one token left: a pairwise distance is undefined
             nan = np.full(t.shape[0], np.nan)
             return nan, nan, np.full(t.shape[0], t.shape[1])
-        return (metrics.mean_pairwise_cosine_distance(t).numpy(),
-                metrics.effective_rank(t, center=center_rank).numpy(),
+        return (diversity.mean_pairwise_cosine_distance(t).numpy(),
+                diversity.effective_rank(t, center=center_rank).numpy(),
                 np.full(t.shape[0], t.shape[1]))
 
     parts = tokens_after(model, images, block, batch, dtype, reduce)

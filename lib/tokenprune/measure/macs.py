@@ -33,8 +33,9 @@ from timm.models.eva import EvaAttention
 from timm.models.vision_transformer import VisionTransformer
 from timm.models.vision_transformer_relpos import RelPosAttention
 
-from tokenprune.core.patch import PruneState, check_img_size, class_token_of, prune_state
+from tokenprune.core.patch import check_img_size, class_token_of, prune_state
 from tokenprune.core.schedule import EVIT_LOCATIONS, Schedule, num_keep
+from tokenprune.core.state import PruneState
 
 __all__ = ["MacCount", "analytic_macs", "measured_macs", "check_countable", "mac_table", "keep_rate_for_macs",
            "bracket_keep_rate", "SDPA_CPU_FORMULA", "SELF_ATTENTIONS", "ATTENTION_POOLS"]

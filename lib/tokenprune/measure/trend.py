@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals
 
 __all__ = ["Trend", "trend_contrast"]
 
@@ -37,7 +37,7 @@ def trend_contrast(diffs: np.ndarray | Sequence[Sequence[float]], levels: Sequen
     of ``L`` levels (keep rates), measured on the same ``N`` images. The slope of the level means is
     linear in the images, ``slope = mean_i s_i`` with ``s_i = sum_l w_l diffs[l, i]`` and
     ``w_l = (x_l - mean x) / sum_l (x_l - mean x)^2``, so resampling images resamples ``s_i``
-    (:func:`tokenprune.measure.metrics.paired_bootstrap_diff` against zero gives the interval and the
+    (:func:`tokenprune.measure.intervals.paired_bootstrap_diff` against zero gives the interval and the
     two-sided p-value). A negative slope means the difference grows as the level falls.
     """
     d = np.asarray(diffs, dtype=np.float64)
@@ -48,6 +48,6 @@ def trend_contrast(diffs: np.ndarray | Sequence[Sequence[float]], levels: Sequen
         raise ValueError("levels: need at least two distinct levels")
     w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
     s = w @ d
-    res = metrics.paired_bootstrap_diff(s, np.zeros_like(s), n_boot=n_boot, seed=seed)
+    res = intervals.paired_bootstrap_diff(s, np.zeros_like(s), n_boot=n_boot, seed=seed)
     return Trend(res.estimate, res.low, res.high, res.p_value, res.n, tuple(x.tolist()),
                  tuple(d.mean(axis=1).tolist()))

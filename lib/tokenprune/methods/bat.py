@@ -20,8 +20,8 @@ from typing import Optional
 
 import torch
 
-from tokenprune.core.reducers import Reduction, gather_tokens, prefix_and_size, register_reducer
-from tokenprune.core.scorers import TokenContext, select_topk
+from tokenprune.core.reducers import Reduction, gather_tokens, keep_topk, prefix_and_size, register_reducer
+from tokenprune.core.scorers import TokenContext
 from tokenprune.methods.tome import pair_cost, pair_merge
 
 __all__ = ["dpc_knn", "merge_dpcknn", "cluster_all", "budget_split", "merge_dpcknn_budget"]
@@ -125,11 +125,11 @@ def merge_dpcknn(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clust
     k = 5 follows TCFormer's DPC-KNN; a few clusters keep the cost within a few tokens of EViT's.
     """
     check_merge_options(num_clusters, k, pair_fraction, merge_weight)
-    p, size = prefix_and_size(ctx)
-    keep_idx, rest_idx = select_topk(scores, n_keep)
+    p = ctx.num_prefix_tokens
+    selection = keep_topk(ctx, scores, n_keep)
+    keep_idx, rest_idx, size = selection.keep_idx, selection.rest_idx, selection.size
+    keep_x, keep_size, keep_src = selection.kept_x, selection.kept_size, selection.kept_source
     x_p = ctx.x[:, p:]
-    keep_x, keep_size = gather_tokens(x_p, keep_idx), gather_tokens(size[:, p:], keep_idx)
-    keep_src = None if ctx.source is None else gather_tokens(ctx.source[:, p:], keep_idx)
     r = int(pair_fraction * n_keep)
     r = min(r, n_keep // 2, rest_idx.shape[1] - num_clusters) if rest_idx.shape[1] > num_clusters else 0
     if r > 0:

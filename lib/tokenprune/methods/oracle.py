@@ -7,7 +7,7 @@ MACs" (oracle forward + pruned model). This module provides the three pieces:
 
 1. :func:`oracle_cls_attention` -- the oracle's [CLS] attention of one block (default: the last), head
    mean, over its patch tokens, as a ``[B, gh, gw]`` map. It is ``softmax(q_cls K^T / sqrt(d))`` of that
-   block, computed by :func:`tokenprune.core.patch.attention_with_stats` from the block's attention input
+   block, computed by :func:`tokenprune.core.block_forward.attention_with_stats` from the block's attention input
    (captured by a forward hook), so it is exactly what EViT's ``cls_attention`` scorer reads.
 2. :func:`resample_map` -- that map moved onto the pruned model's patch grid (area average when the
    target grid is coarser, i.e. the attention each target patch's area receives on average; bilinear when
@@ -38,7 +38,8 @@ from typing import Callable, Iterator, Optional, Sequence
 import torch
 import torch.nn.functional as F
 
-from tokenprune.core.patch import accepts_any_img_size, attention_with_stats, prune_state
+from tokenprune.core.block_forward import attention_with_stats
+from tokenprune.core.patch import accepts_any_img_size, prune_state
 from tokenprune.core.scorers import TokenContext, register_scorer
 
 __all__ = ["ORACLE_KEY", "oracle_cls_attention", "resample_map", "set_oracle_map", "oracle_feed",

@@ -185,7 +185,7 @@ def _scalar(value: Any, name: str) -> float | int | str | None:
 
 
 def _interval(value: Any) -> list[float] | None:
-    """``[low, high]`` from None, a pair, or an object with ``low``/``high`` (metrics.Interval)."""
+    """``[low, high]`` from None, a pair, or an object with ``low``/``high`` (intervals.Interval)."""
     if value is None:
         return None
     if hasattr(value, "low") and hasattr(value, "high"):

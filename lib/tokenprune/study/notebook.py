@@ -7,7 +7,7 @@ from typing import Any, Iterator, Optional
 
 import pandas as pd
 
-from tokenprune.measure.metrics import Interval
+from tokenprune.measure.intervals import Interval
 
 __all__ = ["Stopwatch", "ci_columns", "show_whole_tables", "settings_table"]
 

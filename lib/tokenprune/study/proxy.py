@@ -3,7 +3,7 @@
 Notebook 00 chooses the classification proxy (:data:`tokenprune.study.calibration.PROXY`); the audits evaluate it on
 the first images of its recipe's test split (:func:`load_proxy`). :class:`EvaluatedModel` holds a model with its
 evaluation images and compares two configurations on them (paired: the same images; seeds: the two-stage bootstrap
-of :func:`tokenprune.measure.metrics.seed_image_bootstrap_diff`), each comparison with its
+of :func:`tokenprune.measure.intervals.seed_image_bootstrap_diff`), each comparison with its
 :class:`~tokenprune.measure.power.Design`; :class:`Proxy` is the calibrated proxy. :func:`gated` gates a decision on
 its design (:class:`~tokenprune.study.verdicts.Detectable`), and :func:`moved_premise` is the premise of every claim
 decided on fine-tuned models: the fine-tuning moved the model.
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from tokenprune.core.patch import patch
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals, significance
 from tokenprune.measure import macs as flops
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
@@ -78,9 +78,9 @@ def correct_matrix(preds: Any) -> np.ndarray:
 
 def two_stage_diff(a: np.ndarray, b: np.ndarray, seed: int) -> Comparison:
     """mean(a) - mean(b) for ``[S, N]`` correctness of S paired seeds on the same N images (fractions), with 95 % and
-    90 % intervals from the two-stage bootstrap (seeds, then images) of ``metrics.seed_image_bootstrap_diff``."""
-    r95 = metrics.seed_image_bootstrap_diff(a, b, seed=seed)
-    r90 = metrics.seed_image_bootstrap_diff(a, b, alpha=0.10, seed=seed)
+    90 % intervals from the two-stage bootstrap (seeds, then images) of ``intervals.seed_image_bootstrap_diff``."""
+    r95 = intervals.seed_image_bootstrap_diff(a, b, seed=seed)
+    r90 = intervals.seed_image_bootstrap_diff(a, b, alpha=0.10, seed=seed)
     return Comparison(diff=r95.estimate, low=r95.low, high=r95.high, low90=r90.low, high90=r90.high, p=None,
                       seeds=max(len(a), len(b)), bootstrap_p=r95.p_value,
                       per_seed_diff=np.round(np.asarray(a).mean(1) - np.asarray(b).mean(1), 5).tolist())
@@ -153,7 +153,7 @@ class EvaluatedModel:
             pa = a[0] if isinstance(a, (list, tuple)) else a
             pb = b[0] if isinstance(b, (list, tuple)) else b
             pc = evaluation.paired_comparison(pa, pb, seed=self.seed)
-            t = metrics.tost_paired(ca[0], cb[0], margin=self.margin_pp / 100)
+            t = significance.tost_paired(ca[0], cb[0], margin=self.margin_pp / 100)
             r = Comparison(diff=pc["top1_diff"], low=pc["top1_diff_low"], high=pc["top1_diff_high"], low90=t.ci_low,
                            high90=t.ci_high, p=pc["mcnemar_p"], seeds=1, n01=pc["n01"], n10=pc["n10"])
         else:
@@ -170,10 +170,10 @@ class EvaluatedModel:
         out = {}
         for name, mat in (("top1", correct), ("agreement", agree)):
             if mat.shape[0] == 1:
-                out.update(ci_columns(metrics.bootstrap_ci(mat[0], seed=self.seed), name, 100))
+                out.update(ci_columns(intervals.bootstrap_ci(mat[0], seed=self.seed), name, 100))
             else:
                 c = two_stage_diff(mat, np.zeros_like(mat), self.seed)
-                s = metrics.seed_summary(mat.mean(1))
+                s = intervals.seed_summary(mat.mean(1))
                 out.update({name: 100 * c.diff, f"{name}_low": 100 * c.low, f"{name}_high": 100 * c.high,
                             f"{name}_seed_sd": 100 * s.std})
         out["seeds"] = correct.shape[0]
@@ -198,7 +198,7 @@ def predict_unpruned(model: EvaluatedModel) -> EvaluatedModel:
     the patch grid and the unpruned GMACs."""
     base = model.base
     model.full = model.predict(base)
-    model.base_ci = metrics.bootstrap_ci(model.full.correct, seed=model.seed)
+    model.base_ci = intervals.bootstrap_ci(model.full.correct, seed=model.seed)
     model.grid = tuple(base.patch_embed.grid_size)
     model.gmacs = flops.analytic_macs(base).total / 1e9
     return model

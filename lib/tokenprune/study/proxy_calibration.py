@@ -14,7 +14,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals
 from tokenprune.measure.macs import analytic_macs
 from tokenprune.study import proxy_plan as plan
 from tokenprune.training import proxy_finetunes, proxy_outputs
@@ -32,7 +32,7 @@ def _correct(arrays: dict[str, np.ndarray], label: str) -> np.ndarray:
 
 
 def _diff(a: np.ndarray, b: np.ndarray, seed: int) -> tuple[float, float, float]:
-    d = metrics.paired_bootstrap_diff(a, b, seed=seed)
+    d = intervals.paired_bootstrap_diff(a, b, seed=seed)
     return 100 * d.estimate, 100 * d.low, 100 * d.high
 
 
@@ -64,7 +64,7 @@ def measurements(c: Candidate, arrays: dict[str, np.ndarray], seed: int = 0) -> 
         raise ValueError(f"{c.name}: ToMe's r nearest DeiT-S's MAC ratio is {r}, the cache holds r = "
                          f"{proxy_outputs.TOME_R}; rebuild the outputs with `make models`")
     full = _correct(arrays, "unpruned")
-    top1 = metrics.bootstrap_ci(full, seed=seed)
+    top1 = intervals.bootstrap_ci(full, seed=seed)
     m: dict[str, Any] = {"candidate": c.name, "role": c.role, "tokens": c.tokens, "test_images": int(len(full)),
                          "object_token_share": float(arrays["object_token_share"].mean()),
                          "top1": 100 * top1.estimate, "top1_low": 100 * top1.low, "top1_high": 100 * top1.high}
@@ -90,7 +90,7 @@ def k5(c: Candidate, arrays: dict[str, np.ndarray], cost: float, seed: int = 0) 
             raise ValueError(f"{c.name}: a fine-tune was measured on other test images than the off-the-shelf cache")
     a = np.stack([(run["logits"].argmax(-1) == run["labels"]).astype(float) for run in runs])
     b = _correct(arrays, "fuse@0.7")[None]
-    d = metrics.seed_image_bootstrap_diff(a, b, seed=seed)
+    d = intervals.seed_image_bootstrap_diff(a, b, seed=seed)
     gain = 100 * d.estimate
     return {"ft_gain@0.7": gain, "ft_gain@0.7_low": 100 * d.low, "ft_gain@0.7_high": 100 * d.high,
             "ft_share_of_cost": 100 * gain / cost if cost > 0 else float("nan"), "ft_seeds": len(runs)}

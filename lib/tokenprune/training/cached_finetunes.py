@@ -20,7 +20,7 @@ import torch
 
 from tokenprune.core.config import UNPRUNED, PruneConfig
 from tokenprune.core.precision import set_eager_attention
-from tokenprune.measure import mac_matching, metrics
+from tokenprune.measure import intervals, mac_matching
 from tokenprune.measure.evaluation import Predictions, predict
 from tokenprune.measure.macs import analytic_macs
 from tokenprune.methods.overlap import overlap_patch_embed
@@ -193,7 +193,7 @@ def measured(m: torch.nn.Module, train_s: float, images: Callable[[], torch.Tens
     measured part (training seconds, MACs, test accuracy with its bootstrap interval)."""
     set_eager_attention(m, False)
     p = predict(m, images(), labels, batch=eval_batch, dtype=dtype)
-    ci = metrics.bootstrap_ci(p.correct.astype(float), seed=0)
+    ci = intervals.bootstrap_ci(p.correct.astype(float), seed=0)
     return _logits_arrays(p), {
         "train_time_s": round(train_s, 1), "gmacs": analytic_macs(m).total / 1e9,
         "test": {"n": int(len(labels)), "accuracy": ci.estimate, "ci95": ci.ci, "eval_dtype": dtype,

@@ -19,7 +19,7 @@ import torch
 from tokenprune.core.config import UNPRUNED, PruneConfig
 from tokenprune.core.patch import NUMERICS_VERSION
 from tokenprune.measure.evaluation import predict
-from tokenprune.measure.metrics import mask_to_patch_grid
+from tokenprune.measure.coverage import mask_to_patch_grid
 from tokenprune.methods.tome import tome_schedule
 from tokenprune.training import base_models, run_outputs
 from tokenprune.training.loop import TrainRecipe, as_tensors

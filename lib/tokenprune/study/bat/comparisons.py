@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from tokenprune.core.config import PruneConfig
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals, significance
 from tokenprune.measure.power import Design
 from tokenprune.study.proxy import gated
 from tokenprune.study.verdicts import Decision, Direction
@@ -54,8 +54,8 @@ def paired_decision(a_correct: Any, b_correct: Any, effect: float, n_max: int, m
     interval decides (``rule``), gated by :class:`~tokenprune.study.verdicts.Detectable` with the effect in dispute
     and the paired design (its MDE at ``n_max``, the largest scale here)."""
     a, b = np.asarray(a_correct, dtype=float), np.asarray(b_correct, dtype=float)
-    diff = metrics.paired_bootstrap_diff(a, b, seed=seed)
-    mc = metrics.mcnemar(a.astype(bool), b.astype(bool))
+    diff = intervals.paired_bootstrap_diff(a, b, seed=seed)
+    mc = significance.mcnemar(a.astype(bool), b.astype(bool))
     design = Design.paired(a, b, unit="images", n_max=max(n_max, len(a)), max_scale=max_scale,
                            sd_source=sd_source(len(a)))
     g = gated(rule.decide(diff.estimate * 100, diff.low * 100, diff.high * 100, what=what), effect, design)

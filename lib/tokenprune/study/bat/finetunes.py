@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from tokenprune.core.config import PruneConfig
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals
 from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import macs as flops
 from tokenprune.measure.power import Design
@@ -77,7 +77,7 @@ def _run_keep_rate(base: torch.nn.Module, probe: torch.nn.Module, bat: PruneConf
             runs.append({"keep_rate": r, "seed": s, "method": name, "config_keep_rate": conf.keep_rate,
                          "steps": res.steps, "train_s": res.train_time_s, "top1": float(p.correct.mean()),
                          **{f"top1_{k2}": v for k2, v in
-                            zip(("low", "high"), metrics.bootstrap_ci(p.correct.astype(float), seed=seed).ci)}})
+                            zip(("low", "high"), intervals.bootstrap_ci(p.correct.astype(float), seed=seed).ci)}})
         pc = evaluation.paired_comparison(per_seed[(s, "BAT")], per_seed[(s, "EViT (fusion)")], seed=seed)
         runs[-1].update({"bat_minus_evit": pc["top1_diff"], "diff_low": pc["top1_diff_low"],
                          "diff_high": pc["top1_diff_high"], "mcnemar_p": pc["mcnemar_p"]})
@@ -90,9 +90,9 @@ def _summary_row(base: torch.nn.Module, methods: dict, per_seed: dict, images: t
     over the same configuration off the shelf on the same images (two-stage bootstrap over seeds and images)."""
     seeds = cfg.finetune_seeds
     d = [per_seed[(s, "BAT")].correct.mean() - per_seed[(s, "EViT (fusion)")].correct.mean() for s in seeds]
-    sb = metrics.seed_summary([per_seed[(s, "BAT")].correct.mean() for s in seeds])
-    se = metrics.seed_summary([per_seed[(s, "EViT (fusion)")].correct.mean() for s in seeds])
-    sd = metrics.seed_summary(d)
+    sb = intervals.seed_summary([per_seed[(s, "BAT")].correct.mean() for s in seeds])
+    se = intervals.seed_summary([per_seed[(s, "EViT (fusion)")].correct.mean() for s in seeds])
+    sd = intervals.seed_summary(d)
     row = {"keep_rate": r, "bat_mean": sb.mean, "bat_std": sb.std, "evit_mean": se.mean, "evit_std": se.std,
            "diff_mean": sd.mean, "diff_std": sd.std, "diff_low": sd.low, "diff_high": sd.high, "seeds": sd.n}
     for key, name in _METHODS:
@@ -100,7 +100,7 @@ def _summary_row(base: torch.nn.Module, methods: dict, per_seed: dict, images: t
         methods[name].apply(m)
         ots = evaluation.predict(m, images, labels, batch=cfg.sweep_batch, dtype=cfg.dtype)
         ft_c = np.stack([per_seed[(s, name)].correct.astype(float) for s in seeds])
-        gain = metrics.seed_image_bootstrap_diff(ft_c, ots.correct.astype(float), seed=cfg.seed)
+        gain = intervals.seed_image_bootstrap_diff(ft_c, ots.correct.astype(float), seed=cfg.seed)
         row.update({f"{key}_off_shelf": float(ots.correct.mean()), f"{key}_gain": gain.estimate,
                     f"{key}_gain_low": gain.low, f"{key}_gain_high": gain.high})
     return row, d

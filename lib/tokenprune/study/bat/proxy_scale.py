@@ -19,10 +19,10 @@ import torch
 
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import prune_state
-from tokenprune.measure import evaluation, kept_tokens, metrics
+from tokenprune.measure import evaluation, intervals, kept_tokens
 from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import macs as flops
-from tokenprune.measure.metrics import bootstrap_ci_or_nan
+from tokenprune.measure.intervals import bootstrap_ci_or_nan
 from tokenprune.measure.power import Design
 from tokenprune.measure.trend import Trend, trend_contrast
 from tokenprune.study import calibration
@@ -241,8 +241,8 @@ def bat_minus_evit(preds: Mapping[str, Any], div: Mapping[str, dict], keep_rates
         a, b = preds[f"BAT @ {r:g}"], preds[f"EViT (fusion) @ {r:g}"]
         pc = evaluation.paired_comparison(a, b, seed=seed)
         a_cd, b_cd = div[f"BAT @ {r:g}"]["cosine_distance"], div[f"EViT (fusion) @ {r:g}"]["cosine_distance"]
-        dv = (metrics.paired_bootstrap_diff(a_cd, b_cd, seed=seed) if np.isfinite(a_cd + b_cd).any()
-              else metrics.PairedDiff(np.nan, np.nan, np.nan, np.nan, 0))
+        dv = (intervals.paired_bootstrap_diff(a_cd, b_cd, seed=seed) if np.isfinite(a_cd + b_cd).any()
+              else intervals.PairedDiff(np.nan, np.nan, np.nan, np.nan, 0))
         rows.append({"keep_rate": r, **pc, "cosdist_diff": dv.estimate, "cosdist_diff_low": dv.low,
                      "cosdist_diff_high": dv.high, "cosdist_p": dv.p_value})
         diffs.append(a.correct.astype(float) - b.correct.astype(float))

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import timm
 
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals
 from tokenprune.study import paper_runs
 from tokenprune.study.bat.claims import CLAIMS
 from tokenprune.study.bat.settings import DEIT_S, PAPER_KEEP, bat_options
@@ -52,7 +52,7 @@ def paper_scale_top1(rep: Any, cfg: Any, images: Any) -> pd.DataFrame:
         run = bat_run(cfg, float(r))
         p = evaluation.predict(run.model, images.full_images, images.full_labels, batch=cfg.sweep_batch,
                                dtype=cfg.dtype)
-        ci = metrics.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
+        ci = intervals.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
         rows.append({"keep_rate": r, "source": run.source, "epochs": run.epochs_trained,
                      **ci_columns(ci, "top1", 100), "paper_top1": _BAT_S["keep"][r]["top1"]})
         paper_runs.file_top1_claim(rep, CLAIMS[f"bat.paper_scale.top1.deit_s.keep{float(r):g}"], ci.estimate * 100,

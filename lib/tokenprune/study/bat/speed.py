@@ -17,7 +17,7 @@ import torch
 
 from tokenprune.core.patch import patch
 from tokenprune.measure import macs as flops
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals
 from tokenprune.measure import throughput as bench
 from tokenprune.measure.reducer_timing import timed_benchmark
 from tokenprune.methods.bat import dpc_knn
@@ -85,7 +85,7 @@ def clustering_overhead(timing: Benchmark, keep_rates: Sequence[float], num_clus
             row = by_config[f"{variant} @ {r:g}"]
             sh = np.asarray(timing.shares[f"{variant} @ {r:g}"]["shares_per_forward"])
             n = min(len(sh), len(ev_sh))  # same batch, back to back
-            extra = metrics.paired_bootstrap_diff(sh[:n], ev_sh[:n], seed=seed)
+            extra = intervals.paired_bootstrap_diff(sh[:n], ev_sh[:n], seed=seed)
             rows.append({"keep_rate": r, "variant": variant, "throughput_vs_evit": row["speedup"],
                          "throughput_low": row["speedup_low"], "throughput_high": row["speedup_high"],
                          "operator_time_share": float(sh.mean()), "evit_operator_time_share": float(ev_sh.mean()),

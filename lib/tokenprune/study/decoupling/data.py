@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tokenprune.core import split_forward as split
 from tokenprune.data import datasets as data
 from tokenprune.data import pretrained, synthetic
-from tokenprune.measure import metrics
+from tokenprune.measure import coverage, intervals, metrics
 from tokenprune.study import calibration, paper_runs
 from tokenprune.training import base_models
 from tokenprune.training.loop import Preprocess
@@ -80,10 +80,10 @@ def annotate_parts(kp: np.ndarray, part_mask: np.ndarray, size: int, grid: tuple
     """Part patch sets (from keypoints or from the part masks) and object patches on ``grid``."""
     ps = size // grid[0]
     if part_source == "keypoints":
-        sets = metrics.keypoints_to_patch_index(kp[..., :2], kp[..., 2] > 0, img_size=size, patch_size=ps)
+        sets = coverage.keypoints_to_patch_index(kp[..., :2], kp[..., 2] > 0, img_size=size, patch_size=ps)
     else:
-        sets = metrics.mask_to_patch_grid(part_mask, patch_size=ps, num_parts=synthetic.N_PARTS)
-    obj = metrics.mask_to_patch_grid(part_mask > 0, patch_size=ps)
+        sets = coverage.mask_to_patch_grid(part_mask, patch_size=ps, num_parts=synthetic.N_PARTS)
+    obj = coverage.mask_to_patch_grid(part_mask > 0, patch_size=ps)
     return sets, obj
 
 
@@ -176,7 +176,7 @@ def fmnist_setting(size_name: str, cfg: SimpleNamespace) -> Setting:
     if FMNIST_CLUTTER["canvas"] % grid[0]:
         raise ValueError(f"fmnist: a {grid} grid does not tile the {FMNIST_CLUTTER['canvas']} px canvas")
     obj_mask = out["test"]["object_mask"].astype(bool)
-    obj = metrics.mask_to_patch_grid(obj_mask, patch_size=ps)
+    obj = coverage.mask_to_patch_grid(obj_mask, patch_size=ps)
     to_x = lambda imgs: pre(torch.from_numpy(imgs)[:, None])  # noqa: E731
     n_params = sum(p.numel() for p in model.parameters()) / 1e6
     label = (f"small ViT ({info['name']}, {n_params:.1f} M params)" if size_name == "small"
@@ -303,8 +303,8 @@ def paper_setting(name: str, cfg: SimpleNamespace) -> Setting:
     x_ev, y_ev, raw, kp, box_mask = load("test", ne)
     sets = None
     if kp is not None:
-        sets = metrics.keypoints_to_patch_index(kp[..., :2], kp[..., 2] > 0, img_size=size, patch_size=ps)
-    obj = metrics.mask_to_patch_grid(box_mask, patch_size=ps)
+        sets = coverage.keypoints_to_patch_index(kp[..., :2], kp[..., 2] > 0, img_size=size, patch_size=ps)
+    obj = coverage.mask_to_patch_grid(box_mask, patch_size=ps)
     return Setting(name, ds_name, f"{PAPER_ARCH[size_name]} ({tag})", model, x_tr, y_tr, x_ev, y_ev, raw, sets,
                    obj, grid, cfg.blocks if size_name == "small" else cfg.large_blocks, kp, box_mask,
                    {"name": tag, "run": run.describe()}, n_test_split=max(len(x_ev), len(dsd["test"])), run=run)
@@ -360,8 +360,8 @@ def settings_table(settings: dict[str, Setting], cache_ev: dict, cfg: SimpleName
     """Per setting: model, grid, image counts, and the unpruned top-1 with its bootstrap interval."""
     rows = []
     for name, S in settings.items():
-        ci = metrics.bootstrap_ci(metrics.correct(cache_ev[name].logits, S.y_eval).astype(float), n_boot=cfg.n_boot,
-                                  seed=cfg.seed)
+        ci = intervals.bootstrap_ci(metrics.correct(cache_ev[name].logits, S.y_eval).astype(float), n_boot=cfg.n_boot,
+                                    seed=cfg.seed)
         rows.append({"setting": name, "model": S.model_label, "grid": f"{S.grid[0]}x{S.grid[1]}",
                      "patch_tokens": S.patch_tokens, "blocks": ",".join(map(str, S.blocks)), "n_train": len(S.x_train),
                      "n_eval": len(S.x_eval), "top1_unpruned": ci.estimate, "top1_low": ci.low, "top1_high": ci.high})

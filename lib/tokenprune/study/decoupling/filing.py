@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tokenprune.data import synthetic
-from tokenprune.measure import metrics, power
+from tokenprune.measure import power, significance
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.claims import MAX_WHY, Declaration, declared_premises, file_claim, gate_by_premises
 from tokenprune.study.decoupling import claims as decl
@@ -277,8 +277,8 @@ def _blocks_and_keep_rates(rep: Any, ev: Evidence) -> None:
                     f"{g_l.estimate:+.2f} pp (keep {low:g})",
             details={"mid - early": _fmt(d_e), "mid - late": _fmt(d_l)}, **_iv(bind))
 
-    te, tl = (metrics.tost_paired(m.per_image(small, b, low, "sensitivity", "cov"),
-                                  m.per_image(small, b, low, "cls_attention", "cov"), margin=d.margin_frac)
+    te, tl = (significance.tost_paired(m.per_image(small, b, low, "sensitivity", "cov"),
+                                       m.per_image(small, b, low, "cls_attention", "cov"), margin=d.margin_frac)
               for b in (d.early, d.late))
     big, big_block = max(((g_e, d.early), (g_l, d.late)), key=lambda t: abs(t[0].estimate))
     decision = decl.early_late_null_rule(cfg.margin).decide(
@@ -370,7 +370,7 @@ def _larger_model(rep: Any, ev: Evidence) -> None:
     gl = m.gap(large, mid_l, d.low_keep)
     xl = m.per_image(large, mid_l, d.low_keep, "sensitivity", "cov")
     yl = m.per_image(large, mid_l, d.low_keep, "cls_attention", "cov")
-    tl = metrics.tost_paired(xl, yl, margin=d.margin_frac)
+    tl = significance.tost_paired(xl, yl, margin=d.margin_frac)
     decision = decl.larger_model_null_rule(cfg.margin).decide(
         {"tost_equivalent": tl.equivalent, "small-model gap": g, "larger-model gap": gl})
     design = paired_design(xl, yl, SL.n_test_split or len(SL.x_eval),
@@ -390,7 +390,7 @@ def file_faithfulness_claims(rep: Any, evidences: list[Evidence], settings: dict
         m, d, cfg = ev.m, ev.d, ev.cfg
         x = m.per_image(ev.small, d.mid, d.low_keep, "sensitivity", "agree")
         y = m.per_image(ev.small, d.mid, d.low_keep, "cls_attention", "agree")
-        tost = metrics.tost_paired(x, y, margin=d.margin_frac)
+        tost = significance.tost_paired(x, y, margin=d.margin_frac)
         ceiling = Premise(decl.CEILING, holds=not min(x.mean(), y.mean()) >= cfg.ceiling,
                           detail=f"ceiling {100 * cfg.ceiling:g} %; agreements {100 * y.mean():.1f} % and "
                                  f"{100 * x.mean():.1f} %")

@@ -17,7 +17,7 @@ import torch
 from tokenprune.core import split_forward as split
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import prune_state
-from tokenprune.measure.metrics import bootstrap_ci_or_nan
+from tokenprune.measure.intervals import bootstrap_ci_or_nan
 from tokenprune.measure.rank_statistics import rank_correlations
 from tokenprune.methods import learned, sensitivity
 from tokenprune.study.decoupling.data import Setting

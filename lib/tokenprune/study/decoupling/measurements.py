@@ -14,8 +14,8 @@ import torch
 
 from tokenprune.core import split_forward as split
 from tokenprune.data import synthetic
-from tokenprune.measure import metrics
-from tokenprune.measure.metrics import bootstrap_ci_or_nan
+from tokenprune.measure import coverage, intervals, metrics, significance
+from tokenprune.measure.intervals import bootstrap_ci_or_nan
 from tokenprune.study.decoupling.data import Setting
 from tokenprune.study.decoupling.settings import SCORER_ORDER, TRAINED, Layout, mid_block
 from tokenprune.study.notebook import ci_columns
@@ -34,8 +34,8 @@ def coverage_of(S: Setting, keep_idx: torch.Tensor, coverage_variant: str) -> di
     """Per-image object coverage, part coverage (NaN without parts) and ``cov`` (part coverage where there are
     parts, else object coverage) of the kept tokens."""
     src = split.kept_source(keep_idx, S.patch_tokens)
-    out = {"object_cov": metrics.object_coverage(S.obj, src).numpy()}
-    out["part_cov"] = (metrics.part_coverage(S.parts, src, variant=coverage_variant).numpy()
+    out = {"object_cov": coverage.object_coverage(S.obj, src).numpy()}
+    out["part_cov"] = (coverage.part_coverage(S.parts, src, variant=coverage_variant).numpy()
                        if S.parts is not None else np.full(len(keep_idx), np.nan))
     out["cov"] = out["part_cov"] if S.parts is not None else out["object_cov"]
     return out
@@ -83,7 +83,7 @@ class Measurements:
     def paired(self, name, block, keep, a, b, metric="cov", scale=100.0, seed_a=None):
         """``scale x (a - b)`` on the same images, or None where either was not measured: where a trained head has
         several seeds (and ``seed_a`` is None), the two-stage bootstrap over seeds, then images
-        (:func:`tokenprune.measure.metrics.seed_image_bootstrap_diff`; images undefined for either are left out), so
+        (:func:`tokenprune.measure.intervals.seed_image_bootstrap_diff`; images undefined for either are left out), so
         the interval covers the heads' training noise and the sampling of images; else the paired bootstrap over
         images. The estimate is the same mean either way."""
         x, y = self.per_image(name, block, keep, a, metric, seed_a), self.per_image(name, block, keep, b, metric)
@@ -94,10 +94,10 @@ class Measurements:
             if max(len(xs), len(ys)) > 1:
                 ok = ~(np.isnan(xs).any(0) | np.isnan(ys).any(0))
                 if ok.any():
-                    return metrics.seed_image_bootstrap_diff(xs[:, ok] * scale, ys[:, ok] * scale,
-                                                             n_boot=self.n_boot, seed=self.seed)
-        return metrics.paired_bootstrap_diff(np.asarray(x) * scale, np.asarray(y) * scale, n_boot=self.n_boot,
-                                             seed=self.seed)
+                    return intervals.seed_image_bootstrap_diff(xs[:, ok] * scale, ys[:, ok] * scale,
+                                                               n_boot=self.n_boot, seed=self.seed)
+        return intervals.paired_bootstrap_diff(np.asarray(x) * scale, np.asarray(y) * scale, n_boot=self.n_boot,
+                                               seed=self.seed)
 
     def gap(self, name, block, keep, a="sensitivity", b="cls_attention"):
         """The coverage gap ``a - b`` in points (paired bootstrap)."""
@@ -113,7 +113,7 @@ class Measurements:
         pi = self.per_image
         g1 = pi(name, block1, keep1, "sensitivity", "cov") - pi(name, block1, keep1, "cls_attention", "cov")
         g2 = pi(name, block2, keep2, "sensitivity", "cov") - pi(name, block2, keep2, "cls_attention", "cov")
-        return metrics.paired_bootstrap_diff(100 * g1, 100 * g2, n_boot=self.n_boot, seed=self.seed)
+        return intervals.paired_bootstrap_diff(100 * g1, 100 * g2, n_boot=self.n_boot, seed=self.seed)
 
     def mean_pct(self, name, block, keep, scorer, metric="cov") -> float:
         """100 x the mean (NaN-aware) of a per-image metric."""
@@ -172,7 +172,7 @@ def summary_table(m: Measurements, settings: dict[str, Setting], cfg: SimpleName
                            "object_coverage_pct": m.mean_pct(name, block, keep, scorer, "object_cov")}
                     if scorer in TRAINED:
                         per_seed = [100 * np.nanmean(m.per[(name, block, keep, scorer, s)]["cov"]) for s in cfg.seeds]
-                        row["coverage_seed_std"] = metrics.seed_summary(per_seed).std
+                        row["coverage_seed_std"] = intervals.seed_summary(per_seed).std
                     row.update(_ci(m.per_image(name, block, keep, scorer, "agree"), "agreement_pct", 100, cfg))
                     kl = m.per_image(name, block, keep, scorer, "kl")
                     row["kl"] = np.nan if kl is None else float(np.mean(kl))
@@ -203,7 +203,7 @@ def gaps_table(m: Measurements, settings: dict[str, Setting], cfg: SimpleNamespa
                     if a in TRAINED:
                         per_seed = [100 * (np.nanmean(m.per[(name, block, keep, a, s)]["cov"]) -
                                            np.nanmean(m.per_image(name, block, keep, b, "cov"))) for s in cfg.seeds]
-                        ss = metrics.seed_summary(per_seed)
+                        ss = intervals.seed_summary(per_seed)
                         row.update({"seed_mean": ss.mean, "seed_std": ss.std, "seed_low": ss.low,
                                     "seed_high": ss.high, "seeds_positive": int(sum(v > 0 for v in per_seed))})
                     rows.append(row)
@@ -222,10 +222,10 @@ def faithfulness_table(m: Measurements, settings: dict[str, Setting], d: Layout,
                     x, y = m.per_image(name, block, keep, a, "agree"), m.per_image(name, block, keep, b, "agree")
                     if x is None or y is None:
                         continue
-                    dd = metrics.paired_bootstrap_diff(100 * x, 100 * y, n_boot=cfg.n_boot, seed=cfg.seed)
-                    tost = metrics.tost_paired(x, y, margin=d.margin_frac)
+                    dd = intervals.paired_bootstrap_diff(100 * x, 100 * y, n_boot=cfg.n_boot, seed=cfg.seed)
+                    tost = significance.tost_paired(x, y, margin=d.margin_frac)
                     first = m.per_image(name, block, keep, a, "agree", cfg.seeds[0]) if a in TRAINED else x
-                    mc = metrics.mcnemar(first.astype(bool), y.astype(bool))
+                    mc = significance.mcnemar(first.astype(bool), y.astype(bool))
                     kl = m.paired(name, block, keep, a, b, "kl", 1.0)
                     dp = m.paired(name, block, keep, a, b, "dprob", 100.0)
                     rows.append({
@@ -331,8 +331,8 @@ def centre_family(m: Measurements, name: str, blocks: list, keep_rates: list, al
              for bl in blocks for kp in keep_rates]
     pairs = [p for p in pairs if p[2] is not None and p[3] is not None]
     k = max(len(pairs), 1)
-    return [(bl, kp, metrics.paired_bootstrap_diff(100 * np.asarray(x), 100 * np.asarray(y), n_boot=m.n_boot,
-                                                   alpha=alpha / k, seed=m.seed)) for bl, kp, x, y in pairs]
+    return [(bl, kp, intervals.paired_bootstrap_diff(100 * np.asarray(x), 100 * np.asarray(y), n_boot=m.n_boot,
+                                                     alpha=alpha / k, seed=m.seed)) for bl, kp, x, y in pairs]
 
 
 def centre_values(family: list) -> dict:
@@ -377,7 +377,7 @@ def class_part_coverage(S: Setting, keep_idx: torch.Tensor, coverage_variant: st
     parts whose appearance depends on the class) by the kept tokens; NaN where none is annotated."""
     sel = [synthetic.PART_NAMES.index(p) - 1 for p in synthetic.DISCRIMINATIVE_PARTS]
     parts = S.parts[:, sel]
-    return metrics.part_coverage(parts, split.kept_source(keep_idx, S.patch_tokens), variant=coverage_variant).numpy()
+    return coverage.part_coverage(parts, split.kept_source(keep_idx, S.patch_tokens), variant=coverage_variant).numpy()
 
 
 @dataclass(frozen=True)
@@ -388,7 +388,7 @@ class HumanFeatures:
     mean coverages in % and the per-image coverages ``x`` (head) and ``y`` ([CLS] attention), fractions, NaN without
     such a part: the claim's design follows from them."""
 
-    gap: Optional[metrics.PairedDiff]
+    gap: Optional[intervals.PairedDiff]
     positive: int
     seeds: int
     n_valid: int
@@ -405,7 +405,7 @@ def human_features_values(S: Setting, m: Measurements, cfg: SimpleNamespace) -> 
     per_seed = [class_part_coverage(S, m.keep_idx[(S.name, "sensitivity", s)], cfg.coverage_variant) for s in seeds]
     x = np.mean(per_seed, axis=0)
     n_valid = int(np.sum(~np.isnan(y)))
-    g = (metrics.paired_bootstrap_diff(100 * x, 100 * y, n_boot=m.n_boot, seed=m.seed) if n_valid >= 2 else None)
+    g = (intervals.paired_bootstrap_diff(100 * x, 100 * y, n_boot=m.n_boot, seed=m.seed) if n_valid >= 2 else None)
     pos = sum(np.nanmean(v) > np.nanmean(y) for v in per_seed)
     return HumanFeatures(g, int(pos), len(seeds), n_valid, 100 * np.nanmean(x), 100 * np.nanmean(y), x, y)
 

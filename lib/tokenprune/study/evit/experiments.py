@@ -13,7 +13,7 @@ from scipy import stats
 
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import patch
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import proxy as proxies
 from tokenprune.study import calibration, verdicts
@@ -111,7 +111,7 @@ def top5_view(p: Predictions) -> Predictions:
 
 def add_top5(table: pd.DataFrame, preds: dict, seed: int) -> pd.DataFrame:
     """Adds top-5 (%, 95 % bootstrap interval) to a sweep table, from the predictions by config."""
-    cis = [metrics.bootstrap_ci(top5_correct(preds[c]).astype(float), seed=seed) for c in table.config]
+    cis = [intervals.bootstrap_ci(top5_correct(preds[c]).astype(float), seed=seed) for c in table.config]
     for name, get in (("top5", lambda ci: ci.estimate), ("top5_low", lambda ci: ci.low),
                       ("top5_high", lambda ci: ci.high)):
         table[name] = [100 * get(ci) for ci in cis]
@@ -354,7 +354,7 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
 def own_test_premise(full: Predictions, info: dict, seed: int) -> verdicts.Premise:
     """:data:`~tokenprune.study.evit.claims.OWN_TEST`: the unpruned model's 95 % interval of top-1 on the evaluation
     images meets the 95 % interval of its checkpoint's test accuracy (``info["test"]``)."""
-    ci = metrics.bootstrap_ci(full.correct.astype(float), seed=seed)
+    ci = intervals.bootstrap_ci(full.correct.astype(float), seed=seed)
     lo, hi = (100 * v for v in info["test"]["ci95"])
     ours = verdicts.fmt_interval(100 * ci.estimate, 100 * ci.low, 100 * ci.high, signed=False)
     return verdicts.Premise(OWN_TEST, bool(100 * ci.high >= lo and 100 * ci.low <= hi),

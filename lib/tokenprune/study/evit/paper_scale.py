@@ -14,7 +14,7 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import patch
 from tokenprune.data import datasets as data
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.evit.filing import file
@@ -52,7 +52,7 @@ def training_claims(rep: Any) -> list[str]:
 
 def _top1_row(weights: str, reducer: Optional[str], keep: float, p: Predictions, ref: Optional[Predictions],
               paper_top1: float, seed: int) -> dict:
-    ci = metrics.bootstrap_ci(p.correct, seed=seed)
+    ci = intervals.bootstrap_ci(p.correct, seed=seed)
     agreement = 1.0 if ref is None else float((p.preds == ref.preds).float().mean())
     return {"weights": weights, "reducer": reducer, "keep_rate": keep, **ci_columns(ci, "top1", 100),
             "agreement": agreement, "paper_top1": paper_top1}

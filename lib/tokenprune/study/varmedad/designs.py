@@ -9,7 +9,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
 from tokenprune.study import paper_runs, verdicts
@@ -102,7 +102,7 @@ def beats_gate(parts: Sequence[tuple[str, Mapping[str, Any]]], preds: dict, effe
                          for (lb, c), eff in zip(parts, effects)])
 
 
-def cluster_bootstrap_ci(values, groups, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> metrics.Interval:
+def cluster_bootstrap_ci(values, groups, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> intervals.Interval:
     """Percentile interval of the mean of ``values`` when they come in clusters (``groups``: one label per value,
     e.g. the photo a crop was cut from): each resample draws the clusters with replacement, then within each drawn
     cluster its members with replacement (two-stage, Davison & Hinkley 1997, Sec. 3.8), so values of one cluster
@@ -115,7 +115,7 @@ def cluster_bootstrap_ci(values, groups, n_boot: int = 2000, alpha: float = 0.05
     keep = np.isfinite(v)
     v, g = v[keep], g[keep]
     if v.size == 0:
-        return metrics.Interval(math.nan, math.nan, math.nan, 1.0 - alpha)
+        return intervals.Interval(math.nan, math.nan, math.nan, 1.0 - alpha)
     order = np.argsort(g, kind="stable")
     v, g = v[order], g[order]
     _, start_idx, sizes = np.unique(g, return_index=True, return_counts=True)
@@ -131,13 +131,13 @@ def cluster_bootstrap_ci(values, groups, n_boot: int = 2000, alpha: float = 0.05
         picked = np.where(valid, v[np.minimum(start_idx[drawn][..., None] + member, v.size - 1)], 0.0)
         boots[lo:lo + k] = picked.sum((1, 2)) / valid.sum((1, 2))
     low, high = np.quantile(boots, [alpha / 2, 1 - alpha / 2])
-    return metrics.Interval(float(v.mean()), float(low), float(high), 1.0 - alpha)
+    return intervals.Interval(float(v.mean()), float(low), float(high), 1.0 - alpha)
 
 
-def interval(values, groups, seed: int) -> metrics.Interval:
+def interval(values, groups, seed: int) -> intervals.Interval:
     """Bootstrap interval of the mean: over clusters (crops nested) when ``groups`` is given, else over values."""
     if groups is None:
-        return metrics.bootstrap_ci_or_nan(values, seed=seed)
+        return intervals.bootstrap_ci_or_nan(values, seed=seed)
     return cluster_bootstrap_ci(values, groups, seed=seed)
 
 

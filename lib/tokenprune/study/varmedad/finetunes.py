@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from tokenprune.core.config import UNPRUNED, PruneConfig
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.varmedad.claims import TRAINS_OVERLAP
@@ -177,7 +177,7 @@ def finetune_all(subjects: Any, tome: PruneConfig, cfg: SimpleNamespace, device:
             refs[o.config] = p
             continue
         preds[(o.config, o.seed)] = p
-        ci = metrics.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
+        ci = intervals.bootstrap_ci(p.correct.astype(float), seed=cfg.seed)
         row = {"config": o.config, "seed": o.seed, "gmacs": o.info["gmacs"], "top1": ci.estimate, "top1_low": ci.low,
                "top1_high": ci.high, "loaded": bool(o.info.get("loaded")), "train_time_s": o.info["train_time_s"],
                "recipe_hash": o.recipe.spec_hash() if paper else o.recipe.recipe_hash()}
@@ -193,7 +193,7 @@ def seed_summary_table(ft: pd.DataFrame) -> pd.DataFrame:
     """Mean, sd and t-interval of top-1 over seeds per fine-tuned configuration."""
     summ = []
     for name, g in ft.groupby("config", sort=False):
-        ss = metrics.seed_summary(g.top1.values)
+        ss = intervals.seed_summary(g.top1.values)
         summ.append({"config": name, "gmacs": g.gmacs.mean(), "top1_mean": ss.mean, "top1_sd": ss.std, "seeds": ss.n,
                      "ci_low": ss.low, "ci_high": ss.high})
     return pd.DataFrame(summ)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import pandas as pd
 
-from tokenprune.measure import metrics
+from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import paired_comparison
 from tokenprune.study import paper_runs, proxy, verdicts
 from tokenprune.study.varmedad.claims import CLAIMS, SEEDS, TOP1, TRAINS_OVERLAP
@@ -53,7 +53,7 @@ def margin_claim(rep, ft: Finetunes, cfg: SimpleNamespace, cid: str) -> Optional
         return None
     df = pd.DataFrame([{"seed": s, "a": a, "b": b, **paired_comparison(ft.preds[(a, s)], ft.preds[(b, s)],
                                                                        seed=cfg.seed)} for s in cfg.seeds])
-    ss = metrics.seed_summary(df.top1_diff.values * 100)
+    ss = intervals.seed_summary(df.top1_diff.values * 100)
     decision = decl.rule.decide(ss.mean, ss.low, ss.high, what=f"{a} - {b} across seeds")
     design = seed_design(df.top1_diff.values * 100, f"{a} - {b}, top-1 points, each on the same {ft.n_test} images")
     det = verdicts.Detectable(abs(paper_value), design) if design is not None else None
@@ -97,7 +97,7 @@ def top1_claims(rep, ft: Finetunes, cfg: SimpleNamespace) -> None:
             file(rep, decl, verdicts.not_testable(why), premises=unmeasured(decl, why))
             continue
         runs = table[table.config == name]
-        ss = metrics.seed_summary(runs.top1.values * 100)
+        ss = intervals.seed_summary(runs.top1.values * 100)
         premises = {SEEDS: verdicts.Premise(SEEDS, ss.n >= MIN_SEEDS, f"{ss.n} seed(s)"),
                     paper_runs.FULL_SCHEDULE: paper_runs.full_schedule_premise([ft.runs[(name, s)] for s in runs.seed])}
         file(rep, decl, decl.rule.decide(ss.mean, ss.low, ss.high), premises=premises, our_value=round(ss.mean, 2),

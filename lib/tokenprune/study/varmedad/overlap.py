@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from tokenprune.core.config import PruneConfig
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals
 from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
@@ -180,7 +180,7 @@ def overlap_small(base, variance_cfg: PruneConfig, x_eval, y_eval, unpruned_pred
     for label, c in (("overlap, unpruned", None), ("overlap + variance r=0.6", variance_cfg)):
         (c or evaluation.UNPRUNED).apply(ov_base)
         p_ = predict(ov_base, x_eval, y_eval, batch=cfg.eval_batch, dtype=cfg.dtype)
-        ci = metrics.bootstrap_ci(p_.correct.astype(float), seed=cfg.seed)
+        ci = intervals.bootstrap_ci(p_.correct.astype(float), seed=cfg.seed)
         d_ = paired_comparison(p_, unpruned_preds, seed=cfg.seed)
         rows.append({"config": label, "stride": overlap_info(ov_base)["stride"][0],
                      "patches": ov_base.patch_embed.num_patches, "gmacs": flops.analytic_macs(ov_base).total / 1e9,

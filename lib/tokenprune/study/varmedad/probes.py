@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from tokenprune.core import split_forward as split
 from tokenprune.core.schedule import num_keep
 from tokenprune.core.scorers import select_topk
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import coverage, evaluation, intervals
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import predict
 from tokenprune.measure.power import Design
@@ -101,8 +101,8 @@ def background_share(rep, cfg: SimpleNamespace) -> pd.DataFrame:
     # the test split's images and masks, regenerated alone (image i depends only on (seed, i))
     arr = make_part_dataset(len(idx), seed, size, indices=SPLIT_OFFSETS["test"] + idx, **kw)
     x_u8 = torch.from_numpy(arr["image"]).permute(0, 3, 1, 2).contiguous()
-    obj = metrics.mask_to_patch_grid(torch.as_tensor(arr["part_mask"] > 0), model.patch_embed.patch_size,
-                                     grid=model.patch_embed.grid_size)
+    obj = coverage.mask_to_patch_grid(torch.as_tensor(arr["part_mask"] > 0), model.patch_embed.patch_size,
+                                      grid=model.patch_embed.grid_size)
     bg = ~obj                                                                   # no object pixel in the patch
     cache = split.cache_tokens(model.eval(), model.tp_preprocess(x_u8), LOCS, batch=cfg.eval_batch, dtype="fp32")
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -120,7 +120,7 @@ def background_share(rep, cfg: SimpleNamespace) -> pd.DataFrame:
                 d = ((bg & kept).sum(1) / k - share_all) * 100
                 if (loc, r, name) == (LOCS[0], R_MAIN, "attention_variance"):
                     main_d = d.numpy()
-                ci = metrics.bootstrap_ci(d.numpy(), seed=cfg.seed)
+                ci = intervals.bootstrap_ci(d.numpy(), seed=cfg.seed)
                 rows.append({"block": loc, "keep_rate": r, "scorer": name, "images": len(d),
                              "background_share_all": float(share_all.mean()),
                              "background_share_kept": float(((bg & kept).sum(1) / k).mean()),

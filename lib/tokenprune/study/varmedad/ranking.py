@@ -13,7 +13,7 @@ import torch
 import tokenprune.methods.varmedad  # noqa: F401  (registers the Eq. 6/7 variants and attention_cv2)
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.scorers import TokenContext, get_scorer
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, intervals
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import patch_status
 from tokenprune.study import verdicts
@@ -115,8 +115,8 @@ def medad_readings(rank_sources: dict, seed: int) -> pd.DataFrame:
                 rho, tau = rankstats.rank_correlations(sc["attention_medad"], sc[alt])
                 jac = rankstats.topk_jaccard(sc["attention_medad"], sc[alt], R_MAIN)
                 rows.append({"source": src, "block": loc, "reading": alt,
-                             "spearman": metrics.bootstrap_ci_or_nan(rho, seed=seed).estimate,
-                             "kendall": metrics.bootstrap_ci_or_nan(tau, seed=seed).estimate,
+                             "spearman": intervals.bootstrap_ci_or_nan(rho, seed=seed).estimate,
+                             "kendall": intervals.bootstrap_ci_or_nan(tau, seed=seed).estimate,
                              "jaccard_r0.6": jac.mean(),
                              "chance_jaccard": rankstats.chance_jaccard(sc[alt].shape[1], R_MAIN)})
     return pd.DataFrame(rows)

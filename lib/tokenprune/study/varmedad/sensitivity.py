@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from tokenprune.measure import metrics
+from tokenprune.measure import significance
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison
 from tokenprune.methods.varmedad import fusion_weight_distance, fusion_weight_spread
@@ -44,7 +44,8 @@ def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNam
     Returns every alternative's row."""
     rows = []
     for a in alts:
-        t = metrics.tost_paired(preds[a].correct.astype(float), preds["variance"].correct.astype(float), EQUIV_MARGIN)
+        t = significance.tost_paired(preds[a].correct.astype(float), preds["variance"].correct.astype(float),
+                                     EQUIV_MARGIN)
         rows.append({"claim": cid, "alternative": a, **paired_comparison(preds[a], preds["variance"], seed=cfg.seed),
                      "tost_p": t.p_value, "equivalent_margin": t.equivalent})
     df = pd.DataFrame(rows)

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from tokenprune.core.config import PruneConfig
-from tokenprune.measure import evaluation, metrics
+from tokenprune.measure import evaluation, significance
 from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison, prune_sweep
@@ -192,7 +192,7 @@ def medad_axis(rep, preds: dict, subjects: Any, cfg: SimpleNamespace) -> pd.Data
     j = table[table.source == f"{cfg.base_model} (trained)"].iloc[0]
     a, b = preds["medad_per_head_reading"], preds["medad"]
     c = paired_comparison(a, b, seed=cfg.seed)
-    t = metrics.tost_paired(a.correct.astype(float), b.correct.astype(float), EQUIV_MARGIN)
+    t = significance.tost_paired(a.correct.astype(float), b.correct.astype(float), EQUIV_MARGIN)
     values = {MEDAD_JAC: (j.jaccard, j.jaccard_low, j.jaccard_high),
               MEDAD_ACC: (c["top1_diff"] * 100, c["top1_diff_low"] * 100, c["top1_diff_high"] * 100),
               "McNemar p < 0.05, readings": bool(c["mcnemar_p"] < 0.05),
