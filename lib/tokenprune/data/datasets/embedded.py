@@ -24,19 +24,9 @@ from tokenprune.data.datasets.splits import check_fraction, stratified_split
 from tokenprune.utils.environment import data_dir
 
 __all__ = [
-    "FASHION_MNIST_CLASSES",
-    "DIGIT_CLASSES",
-    "IDX_FILES",
-    "IDX_SHA256",
-    "DEBIAN_FASHION_MNIST_DIR",
-    "fashion_mnist_files",
-    "prepare_fashion_mnist",
-    "load_fashion_mnist",
-    "mnist_files",
-    "load_mnist",
-    "load_digits",
-    "SAMPLE_PHOTO_FILES",
-    "sample_photos",
+    "FASHION_MNIST_CLASSES", "DIGIT_CLASSES", "IDX_FILES", "IDX_SHA256", "DEBIAN_FASHION_MNIST_DIR",
+    "fashion_mnist_files", "prepare_fashion_mnist", "load_fashion_mnist", "mnist_files", "load_mnist", "load_digits",
+    "SAMPLE_PHOTO_FILES", "sample_photos"
 ]
 
 

@@ -16,15 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import onnx
 
 __all__ = [
-    "TIMM_ARCH",
-    "NATIVE_IMG_SIZE",
-    "CONVERSION_VERSION",
-    "OnnxSource",
-    "load_onnx",
-    "onnx_input_size",
-    "ConversionResult",
-    "convert_onnx_backbone",
-    "onnx_to_timm_state_dict",
+    "TIMM_ARCH", "NATIVE_IMG_SIZE", "CONVERSION_VERSION", "OnnxSource", "load_onnx", "onnx_input_size",
+    "ConversionResult", "convert_onnx_backbone", "onnx_to_timm_state_dict"
 ]
 
 

