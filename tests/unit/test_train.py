@@ -259,7 +259,7 @@ def test_checkpoint_cache_round_trip(tmp_path):
     assert not info["loaded"] and pt.is_file() and js.is_file()
     assert pt.name == f"cache_test-{recipe.recipe_hash()}.pt"
     side = json.loads(js.read_text())
-    from tokenprune.data.pretrained import sha256_file
+    from tokenprune.utils.io import sha256_file
 
     assert side["sha256"] == sha256_file(pt) and side["recipe"] == recipe.to_dict() and side["seed"] == 0
     lo, hi = side["test"]["ci95"]
@@ -334,7 +334,7 @@ def test_paper_builder_loads_a_local_checkpoint(tmp_path):
     path = tmp_path / "deit_tiny.pth"
     torch.save({"model": src.state_dict(), "args": argparse.Namespace(lr=1.0)}, path)  # DeiT's release layout
     (name, r), = tm.paper_recipes(init=path).items()
-    from tokenprune.data.pretrained import sha256_file
+    from tokenprune.utils.io import sha256_file
 
     assert r.arch["init_sha256"] == sha256_file(path)
     r = r.replace(arch={**r.arch, "model": "deit_tiny_patch16_224"})
