@@ -19,7 +19,7 @@ __all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "s
 
 #: notebook stem -> the audit module holding its ``PROFILES`` table
 AUDITS: dict[str, str] = {
-    "00_proxy_calibration": "tokenprune.study.calibration",
+    "00_proxy_calibration": "tokenprune.study.proxy.chosen",
     "01_evit": "tokenprune.study.evit.settings",
     "02_diversity_merging": "tokenprune.study.bat.settings",
     "03_variance_medad": "tokenprune.study.varmedad.settings",

@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional, Sequence
 
-from tokenprune.training import base_models, cached_finetunes, proxy_finetunes, proxy_outputs
+from tokenprune.training import base_models, cached_finetunes
+from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
 
 __all__ = ["OUTPUT_BUILDERS", "main"]
 
