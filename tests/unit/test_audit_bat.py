@@ -9,12 +9,13 @@ import pandas as pd
 import pytest
 import torch
 
-from tokenprune.study import calibration, params
+from tokenprune.study import params
+from tokenprune.study.proxy import chosen
 from tokenprune.study.bat import ablations, claims, comparisons, effects, finetunes, macs, proxy_scale, settings
 from tokenprune.study.bat import sources, speed
 from tokenprune.study.claims import KINDS, SETTINGS
 from tokenprune.study.paper_numbers import BAT
-from tokenprune.study.proxy import MOVED
+from tokenprune.study.proxy.audit_model import MOVED
 from tokenprune.study.report import Report
 from tokenprune.study.verdicts import Direction, Premise
 
@@ -25,8 +26,8 @@ def _report(proxy_holds=True):
     """A report with the proxy's premises registered (as the notebook does at its start); ``proxy_holds`` False: the
     proxy is notebook 00's choice but misses its bar (as a smoke model does)."""
     rep = Report("t", profile="smoke")
-    rep.add_premise(Premise(calibration.PROXY_CHOSEN, True, "test"))
-    rep.add_premise(Premise(calibration.PROXY_BAR, proxy_holds, "test"))
+    rep.add_premise(Premise(chosen.PROXY_CHOSEN, True, "test"))
+    rep.add_premise(Premise(chosen.PROXY_BAR, proxy_holds, "test"))
     return rep
 
 
@@ -65,8 +66,8 @@ def test_kinds_and_readings_of_the_rule():
     assert c["bat.secondary.loss_objective"].kind == "transcription"
     assert c["bat.proxy.vs_evit.keep0.7"].effect == 0.1 and c["bat.proxy.vs_evit.keep0.5"].effect == 0.5
     assert c["bat.proxy.gap_grows_at_low_keep"].effect == pytest.approx(2.0)
-    assert c["bat.finetuned.vs_evit.keep{keep:g}"].premises == (claims.TWO_SEEDS, MOVED, calibration.PROXY_BAR,
-                                                                calibration.PROXY_CHOSEN)
+    assert c["bat.finetuned.vs_evit.keep{keep:g}"].premises == (claims.TWO_SEEDS, MOVED, chosen.PROXY_BAR,
+                                                                chosen.PROXY_CHOSEN)
 
 
 def _smoke_run(tmp_path):
@@ -489,5 +490,5 @@ def test_kept_set_overlap_sees_input_dependence():
 def test_paper_profile_registers_premises_that_hold():
     cfg = params.setup("02_diversity_merging", "paper")
     premises = proxy_scale.proxy_premises(cfg)
-    assert [p.name for p in premises] == [calibration.PROXY_CHOSEN, calibration.PROXY_BAR]
+    assert [p.name for p in premises] == [chosen.PROXY_CHOSEN, chosen.PROXY_BAR]
     assert all(p.holds for p in premises)

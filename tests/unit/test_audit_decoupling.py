@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tokenprune.study import params, report
-from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
+from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
 from tokenprune.study.decoupling import claims as cl
 from tokenprune.study.decoupling import filing, measurements as meas, settings as st
 from tokenprune.study.verdicts import Premise

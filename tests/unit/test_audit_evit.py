@@ -12,8 +12,8 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import patch
 from tokenprune.measure.evaluation import Predictions
-from tokenprune.study import calibration, params, paper_runs, report, verdicts
-from tokenprune.study import proxy as proxies
+from tokenprune.study import params, paper_runs, report, verdicts
+from tokenprune.study.proxy import audit_model, chosen
 from tokenprune.study.claims import DeclarationTable
 from tokenprune.study.evit import claims, efficiency, experiments, filing, paper_scale, settings, studies, timing
 from tokenprune.study.paper_numbers import EVIT
@@ -82,14 +82,14 @@ def test_the_table_declares_every_claim_once_with_its_kind_and_setting():
         assert d.quote.startswith(("\"", "none: our hypothesis", "README", "DeiT-B")), d.id
         assert (d.rule is None) == (d.would_decide is not None) or d.id == "evit.top1.deit_s.keep0.7", d.id
         if d.setting == "proxy" and d.section in ("§6a", "§7", "§8", "§9"):
-            assert d.premises[-2:] == (calibration.PROXY_BAR, calibration.PROXY_CHOSEN), d.id
+            assert d.premises[-2:] == (chosen.PROXY_BAR, chosen.PROXY_CHOSEN), d.id
         if d.setting == "proxy" and d.section in ("§10", "§11") and d.rule is not None:  # the small ViT: a
-            assert d.premises[-1] == calibration.PROXY_CHOSEN, d.id                      # classification model
+            assert d.premises[-1] == chosen.PROXY_CHOSEN, d.id                      # classification model
     assert claims.CLAIMS["evit.t2.fusion_beats_drop.keep{keep:g}.off_the_shelf.synthbirds"].premises[-1] == \
-        calibration.FINE_GRAINED_BAR
+        chosen.FINE_GRAINED_BAR
     for d in claims.CLAIMS.values():
         if d.section == "§6b":
-            assert d.premises[0] == proxies.MOVED
+            assert d.premises[0] == audit_model.MOVED
 
 
 def test_the_committed_report_files_every_declaration_and_nothing_undeclared():
@@ -121,8 +121,8 @@ def _preds(correct: list[int]) -> Predictions:
     return Predictions(logits, labels)
 
 
-def _study(full: Predictions, n_max: int = 0) -> proxies.EvaluatedModel:
-    return proxies.EvaluatedModel(base=None, info={}, recipe=None, data=None, x_raw=None, y=full.labels, X=None,
+def _study(full: Predictions, n_max: int = 0) -> audit_model.EvaluatedModel:
+    return audit_model.EvaluatedModel(base=None, info={}, recipe=None, data=None, x_raw=None, y=full.labels, X=None,
                                   device="cpu", eval_batch=8, seed=0, margin_pp=0.5, full=full, name="proxy",
                                   n_max=n_max, max_scale="the full test split" if n_max else "")
 
@@ -130,7 +130,7 @@ def _study(full: Predictions, n_max: int = 0) -> proxies.EvaluatedModel:
 def _rep(profile="smoke", failing: tuple = ()):
     """A report with the calibration premises registered, holding but those named in ``failing``."""
     rep = report.Report("01_evit", profile=profile)
-    for name in (calibration.PROXY_CHOSEN, calibration.PROXY_BAR, calibration.FINE_GRAINED_BAR):
+    for name in (chosen.PROXY_CHOSEN, chosen.PROXY_BAR, chosen.FINE_GRAINED_BAR):
         rep.add_premise(verdicts.Premise(name, name not in failing, "constructed"))
     return rep
 
@@ -212,7 +212,7 @@ def test_fusion_claims_follow_the_papers_side_at_every_keep_rate():
     c = next(c for c in rep.claims if c.id.endswith("keep0.8.off_the_shelf"))
     assert c.verdict == "inconclusive" and c.design["n_max"] == 10**6
     # the calibration premises are declared: where they fail, every claim on the proxy is inconclusive
-    rep = _rep(failing=(calibration.PROXY_BAR,))
+    rep = _rep(failing=(chosen.PROXY_BAR,))
     experiments.fusion_claims(rep, _study(full), preds)
     assert set(_verdicts(rep).values()) == {"inconclusive"}
     assert rep.claims[0].details["rule alone"]["verdict"] == "fails"
@@ -278,8 +278,8 @@ def test_top5_claim_gives_every_verdict():
 
 
 def test_oracle_premise():
-    good = studies.oracle_premise(proxies.Comparison(2.0, 0.5, 3.5, 0.6, 3.4, None, 1))
-    bad = studies.oracle_premise(proxies.Comparison(-1.0, -2.5, 0.4, -2.3, 0.2, None, 1))
+    good = studies.oracle_premise(audit_model.Comparison(2.0, 0.5, 3.5, 0.6, 3.4, None, 1))
+    bad = studies.oracle_premise(audit_model.Comparison(-1.0, -2.5, 0.4, -2.3, 0.2, None, 1))
     assert good.holds and not bad.holds and good.name == claims.ORACLE_GUIDES
     assert bad.gate(verdicts.Decision("not reproduced", "worse", "r")).verdict == "inconclusive"
 
@@ -386,7 +386,7 @@ def test_training_throughput_claim_gives_every_verdict(monkeypatch):
 
     model = patch(_small_vit(), keep_rate=1.0)
     x = torch.randn(8, 1, 28, 28)
-    st = proxies.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=None,
+    st = audit_model.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=None,
                                 y=torch.zeros(8, dtype=torch.long), X=x, device="cpu", eval_batch=8, seed=0,
                                 margin_pp=0.5)
     cfg = SimpleNamespace(small_bench_batch=8, train_bench_rounds=5, seed=0, profile="default")
@@ -439,14 +439,14 @@ def test_gated_gives_not_testable_underpowered_and_lets_decisions_and_premises_t
     a, b = _pair(10, 10, both=300)
     weak = _study(a).design(a, b)                           # MDE ~3 points, at most 400 images
     strong = _study(a, n_max=10**6).design(a, b)
-    g = proxies.gated(maybe, 0.5, weak)
+    g = audit_model.gated(maybe, 0.5, weak)
     assert g.decision.verdict == "not testable here" and g.design["effect_in_dispute"] == 0.5
-    assert proxies.gated(maybe, 0.5, strong).decision.verdict == "inconclusive"
-    assert proxies.gated(yes, 0.5, weak).decision.verdict == "reproduced"
-    g = proxies.gated(maybe, 0.5, weak, [verdicts.Premise("moved", False, "no")])
+    assert audit_model.gated(maybe, 0.5, strong).decision.verdict == "inconclusive"
+    assert audit_model.gated(yes, 0.5, weak).decision.verdict == "reproduced"
+    g = audit_model.gated(maybe, 0.5, weak, [verdicts.Premise("moved", False, "no")])
     assert g.decision.verdict == "inconclusive"
-    assert proxies.gated(yes, -0.1, weak).design["effect_in_dispute"] == 0.1   # a signed paper difference
-    assert proxies.gated(maybe, 0.5, None).design is None
+    assert audit_model.gated(yes, -0.1, weak).design["effect_in_dispute"] == 0.1   # a signed paper difference
+    assert audit_model.gated(maybe, 0.5, None).design is None
 
 
 def test_all_parts_gate_on_the_binding_design():
@@ -462,10 +462,10 @@ def test_all_parts_gate_on_the_binding_design():
 
 
 def test_moved_premise_and_variance_ratio_detectable():
-    assert proxies.moved_premise({"x": proxies.Comparison(2.0, 0.4, 3.6, 0.5, 3.5, None, 5)}).holds
-    bad = proxies.moved_premise({"x": proxies.Comparison(-0.22, -0.95, 0.58, -0.8, 0.4, None, 5)})
-    assert not bad.holds and bad.name == proxies.MOVED
-    assert not proxies.moved_premise({"x": None}).holds
+    assert audit_model.moved_premise({"x": audit_model.Comparison(2.0, 0.4, 3.6, 0.5, 3.5, None, 5)}).holds
+    bad = audit_model.moved_premise({"x": audit_model.Comparison(-0.22, -0.95, 0.58, -0.8, 0.4, None, 5)})
+    assert not bad.holds and bad.name == audit_model.MOVED
+    assert not audit_model.moved_premise({"x": None}).holds
     r5, r10 = experiments.variance_ratio_detectable(5, 5), experiments.variance_ratio_detectable(10, 10)
     assert r5 > r10 > 1 and 10 < r5 < 30
 
@@ -483,7 +483,7 @@ def _ft_claims(finetuned: dict, off_fuse: int = 200) -> dict:
                                       {"fuse@0.7": _seeds([off_fuse])[0]})
     assert set(cmp) == {"fuse - drop (fine-tuned)", "warm-up - no warm-up", "unpruned - fuse (fine-tuned; the cost)",
                         "fine-tuned - off-the-shelf fuse"}
-    assert rep.premise(proxies.MOVED).holds == (cmp["fine-tuned - off-the-shelf fuse"].low > 0)
+    assert rep.premise(audit_model.MOVED).holds == (cmp["fine-tuned - off-the-shelf fuse"].low > 0)
     return {c.id: c for c in rep.claims}
 
 
@@ -495,7 +495,7 @@ def test_finetune_claims_give_every_verdict():
     assert c[_FT_IDS[0]].design["unit"] == "seeds" and c[_FT_IDS[0]].design["effect_in_dispute"] == pytest.approx(0.1)
     assert c[_FT_IDS[1]].design is None and c[_FT_IDS[1]].details["seeds"] == 5
     assert c[_FT_IDS[2]].design["effect_in_dispute"] == 0.5 and c[_FT_IDS[3]].design["effect_in_dispute"] == 0.5
-    assert all(c[i].premises[0] == proxies.MOVED for i in _FT_IDS)
+    assert all(c[i].premises[0] == audit_model.MOVED for i in _FT_IDS)
     assert c[_FT_IDS[0]].details["training images each"] == 16384
 
     wide = [300, 320, 280, 310, 290]
@@ -535,10 +535,10 @@ def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatc
     monkeypatch.setattr(PruneConfig, "apply", apply)
     x = torch.randint(0, 255, (6, 1, 28, 28), dtype=torch.uint8)
     model = patch(_small_vit().eval(), keep_rate=1.0)
-    st = proxies.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=x,
+    st = audit_model.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=x,
                                 y=torch.zeros(6, dtype=torch.long), X=x.float() / 255, device="cpu", eval_batch=8,
                                 seed=0, margin_pp=0.5, name="proxy")
-    st = proxies.predict_unpruned(st)
+    st = audit_model.predict_unpruned(st)
     preds = {"unpruned": st.full, "fuse@0.7": st.full, "drop@0.7": st.full}
     cfg = SimpleNamespace(profile="smoke", finetune_seeds=[0, 1, 2], ft_keep=0.7,
                           proxy_model="vit_s14_fmnist_ft_smoke")
@@ -559,11 +559,11 @@ def test_higher_resolution_files_the_finetuned_claim_as_not_testable():
     model.tp_preprocess = Preprocess(28, channels=1, mean=[0.5], std=[0.5])
     x = torch.randint(0, 255, (8, 1, 28, 28), dtype=torch.uint8)
     patch(model, keep_rate=1.0)
-    st = proxies.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=x,
+    st = audit_model.EvaluatedModel(base=model, info={}, recipe=None, data=None, x_raw=x,
                                 y=torch.zeros(8, dtype=torch.long), X=model.tp_preprocess(x), device="cpu",
                                 eval_batch=8, seed=0, margin_pp=0.5,
                                 name="fmnist", n_max=10000, max_scale="the full test split")
-    st = proxies.predict_unpruned(st)
+    st = audit_model.predict_unpruned(st)
     rep = _rep()
     table = studies.higher_resolution(rep, st, SimpleNamespace(hires_img_size=32))
     c = {c.id: c for c in rep.claims}
@@ -572,10 +572,10 @@ def test_higher_resolution_files_the_finetuned_claim_as_not_testable():
     off = c["evit.t5.higher_res_equal_macs.off_the_shelf"]
     assert off.design["effect_in_dispute"] == 1.0 and off.design["n_max"] == 10000
     assert off.unit == "top-1 points (32 px EViT - 28 px unpruned)"
-    assert off.premises == [claims.HIRES_USABLE, calibration.PROXY_CHOSEN]
+    assert off.premises == [claims.HIRES_USABLE, chosen.PROXY_CHOSEN]
     # measured on a classification model that is not notebook 00's proxy: without one, not testable, value kept
     assert off.verdict == "not testable here" and off.our_value is not None
-    assert "fmnist" in off.details["failed premises"][calibration.PROXY_CHOSEN]
+    assert "fmnist" in off.details["failed premises"][chosen.PROXY_CHOSEN]
 
 
 def test_concise_keeps_a_why_to_one_short_sentence():

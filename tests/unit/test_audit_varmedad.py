@@ -14,7 +14,8 @@ from tokenprune.core.patch import prune_state
 from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
-from tokenprune.study import calibration, paper_runs, params, report, verdicts
+from tokenprune.study import paper_runs, params, report, verdicts
+from tokenprune.study.proxy import chosen
 from tokenprune.study.claims import KINDS, SETTINGS
 from tokenprune.study.paper_numbers import VARMEDAD
 from tokenprune.study.varmedad import claims as vc
@@ -25,8 +26,8 @@ from tokenprune.training import cached_finetunes
 def _rep(proxy_holds: bool = True) -> report.Report:
     """A report (never written) with the proxy's calibration premises registered."""
     rep = report.Report("03_variance_medad", out_dir="unused")
-    rep.add_premise(verdicts.Premise(calibration.PROXY_CHOSEN, proxy_holds, "test"))
-    rep.add_premise(verdicts.Premise(calibration.PROXY_BAR, True, "test"))
+    rep.add_premise(verdicts.Premise(chosen.PROXY_CHOSEN, proxy_holds, "test"))
+    rep.add_premise(verdicts.Premise(chosen.PROXY_BAR, True, "test"))
     return rep
 
 
@@ -72,7 +73,7 @@ def test_kinds_of_the_objections():
 def test_cached_finetunes_are_the_default_profile_and_the_paper_numbers():
     runs = cached_finetunes.VARMEDAD
     d = settings.PROFILES["default"]
-    assert runs.base_model == calibration.AUDIT_MODEL == d["base_model"]
+    assert runs.base_model == chosen.AUDIT_MODEL == d["base_model"]
     assert (runs.keep_rate, runs.aggressive_keep_rate, runs.locations) == (settings.R_MAIN, settings.R_AGGRESSIVE,
                                                                            settings.LOCS)
     assert finetunes.finetune_runs(params.setup("03_variance_medad", "default", {})) == runs
@@ -292,7 +293,7 @@ def test_a_failed_calibration_premise_makes_a_claim_inconclusive():
     rep = _rep(proxy_holds=False)
     sensitivity.sensitivity(rep, preds, table, 1.0, cfg, subj)
     f = _claim(rep, "varmedad.obj4.fusion")
-    assert f.verdict == "inconclusive" and calibration.PROXY_CHOSEN in f.why and f.premises == list(vc.PROXY)
+    assert f.verdict == "inconclusive" and chosen.PROXY_CHOSEN in f.why and f.premises == list(vc.PROXY)
 
 
 def test_robust_claim_finds_a_difference_on_the_judged_alternatives_only():

@@ -115,7 +115,7 @@ def _calibration(root: Path, chosen: dict, how: dict) -> Path:
 
 
 def test_limitations_say_where_the_claims_rest_from_the_calibration(tmp_path):
-    from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
+    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
 
     d = _calibration(tmp_path, {"classification": None, "fine-grained": "birds"},
                      {"classification": "none", "fine-grained": "fallback"})

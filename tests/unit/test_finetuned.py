@@ -1,11 +1,11 @@
 """Cached fine-tunes of the audits' classification model (base_models.finetune_recipes) and the outcome of notebook
-00's calibration that the audits read (calibration.CHOSEN and the proxy premises)."""
+00's calibration that the audits read (chosen.CHOSEN and the proxy premises)."""
 
 import pytest
 import torch
 
 from tokenprune.core.config import PruneConfig
-from tokenprune.study import calibration as C
+from tokenprune.study.proxy import chosen as C
 from tokenprune.training import base_models as B
 
 
@@ -108,11 +108,11 @@ def test_eval_data_of_a_cluttered_candidate_equals_its_recipe_test_split():
 
 
 def test_the_chosen_proxy_is_the_one_the_committed_calibration_chose():
-    """calibration.CHOSEN (the audits' default proxy) must be what notebook 00 chose in the committed reports, and
+    """chosen.CHOSEN (the audits' default proxy) must be what notebook 00 chose in the committed reports, and
     the plan applied to the committed caches must choose it too."""
     import json
 
-    from tokenprune.study import proxy_calibration
+    from tokenprune.study.proxy import calibration as proxy_calibration
     from tokenprune.utils.environment import REPO_ROOT
 
     res = json.loads((REPO_ROOT / "reports" / "00_proxy_calibration" / "results.json").read_text())
@@ -136,7 +136,7 @@ def test_the_proxy_premise_is_not_testable_without_a_proxy_and_inconclusive_on_a
 
 
 def test_the_fine_grained_fallback_carries_its_distance_from_the_bands():
-    from tokenprune.study import proxy_plan
+    from tokenprune.study.proxy import plan as proxy_plan
 
     p = C.bar_premise(C.FINE_GRAINED, "fine-grained")
     assert p.holds and p.name == C.FINE_GRAINED_BAR
@@ -147,8 +147,9 @@ def test_the_fine_grained_fallback_carries_its_distance_from_the_bands():
 
 
 def test_the_sensitivity_factor_is_the_proxys_tome_cost_over_deit_s():
-    from tokenprune.study import paper_numbers, proxy_calibration, proxy_plan
-    from tokenprune.training import proxy_outputs
+    from tokenprune.study import paper_numbers
+    from tokenprune.study.proxy import calibration as proxy_calibration, plan as proxy_plan
+    from tokenprune.training.proxy import outputs as proxy_outputs
 
     c = next(c for c in proxy_plan.CANDIDATES if c.name == C.FINE_GRAINED)
     tome = proxy_calibration.measurements(c, proxy_outputs.load(c)[0])["tome_cost"]

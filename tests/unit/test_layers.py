@@ -1,4 +1,5 @@
-"""Imports point one way: utils < core < methods < measure, data < training < study (DESIGN.md)."""
+"""Imports point one way: utils < core < methods < measure, data < training < study (:data:`ALLOWED`; the README's
+table of the library lists what each package imports)."""
 import ast
 from pathlib import Path
 

@@ -135,7 +135,7 @@ def test_rename_claims_keeps_order_and_refuses_unknown_or_repeated_ids(tmp_path)
         rep.rename_claims({"varmedad.b": "varmedad.paper_scale.a"})
 
 def test_bar_premise_reads_the_checkpoint_and_the_role_bar():
-    from tokenprune.study import calibration as C
+    from tokenprune.study.proxy import chosen as C
 
     p = C.bar_premise("small_vit_fmnist_smoke")  # a smoke model is far below any bar
     assert p.holds is False and p.name == C.PROXY_BAR and "small_vit_fmnist_smoke" in p.detail

@@ -3,10 +3,10 @@ names, K5 is the fine-tunes' gain over seeds and images, and the choice follows 
 import numpy as np
 import pytest
 
-from tokenprune.study import proxy_calibration as pcal
-from tokenprune.study import proxy_plan as plan
-from tokenprune.training import proxy_finetunes, proxy_outputs
-from tokenprune.training.proxy_candidates import FINETUNE
+from tokenprune.study.proxy import calibration as pcal
+from tokenprune.study.proxy import plan
+from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
+from tokenprune.training.proxy.candidates import FINETUNE
 
 N = 2000
 
@@ -95,15 +95,66 @@ def test_the_table_shows_every_criterion_for_every_candidate_and_the_plan_as_dec
         range(1, len(plan.CANDIDATES) + 1))
 
 
-def test_the_preregistration_is_the_commit_that_added_the_plan():
+def _git_log(*args: str, root=None) -> list[str]:
     import subprocess
 
-    from tokenprune.study import calibration
+    cmd = ["git"] + (["-C", str(root)] if root is not None else []) + ["log", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
 
-    pre = calibration.preregistration()
+
+def test_the_preregistration_is_the_commit_that_added_the_plan():
+    """Notebook 00's pre-registration is the commit that first added the plan, at whatever path the plan had then,
+    and every later commit that touched any of the plan's files at any of their paths is listed after it."""
+    from tokenprune.study.proxy import chosen
+
+    pre = chosen.preregistration()
     if pre["commit"] is None:
         pytest.skip("no git history here")
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "lib/tokenprune/study/proxy_plan.py"],
-                           capture_output=True, text=True, check=True).stdout.split()
+    plan_paths = chosen.PLAN_FILES[0]
+    added = _git_log("--diff-filter=A", "--format=%H", "--", *plan_paths)
     assert pre["commit"] == added[-1]
     assert all(c["commit"] != pre["commit"] for c in pre["changed_since"])
+    listed = {c["commit"] for c in pre["changed_since"]}
+    for file in chosen.PLAN_FILES:
+        for path in file:
+            assert set(_git_log("--format=%H", f"{pre['commit']}..HEAD", "--", path)) <= listed, path
+
+
+def test_every_plan_file_is_where_the_history_looks_for_it():
+    """Each of the plan's files is at the first of its paths today, so a move that forgets to name the new path fails
+    here instead of dropping the file's later commits from notebook 00's report."""
+    from tokenprune.study.proxy import chosen
+    from tokenprune.utils.environment import REPO_ROOT
+
+    assert chosen.PLAN_FILES[0][0].endswith("study/proxy/plan.py")
+    for file in chosen.PLAN_FILES:
+        assert (REPO_ROOT / file[0]).is_file(), file[0]
+        assert not any((REPO_ROOT / old).exists() for old in file[1:]), file
+
+
+def test_the_preregistration_survives_a_move_of_the_plan(tmp_path, monkeypatch):
+    """In a repository where the plan was added, changed, then moved to its path of today: the pre-registration is
+    still the commit that added it, and the change and the move are both listed after it."""
+    import subprocess
+
+    from tokenprune.study.proxy import chosen
+
+    for k, v in {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
+                 "GIT_COMMITTER_EMAIL": "a@b", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}.items():
+        monkeypatch.setenv(k, v)
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True)
+    git("init", "-q")
+    new, old = chosen.PLAN_FILES[0][0], chosen.PLAN_FILES[0][-1]
+    (tmp_path / old).parent.mkdir(parents=True)
+    (tmp_path / old).write_text("CRITERIA = ()\n" * 20)
+    git("add", "-A")
+    git("commit", "-q", "-m", "the plan")
+    (tmp_path / old).write_text("CRITERIA = ()\n" * 20 + "BARS = {}\n")
+    git("commit", "-q", "-am", "a change")
+    (tmp_path / new).parent.mkdir(parents=True, exist_ok=True)
+    git("mv", old, new)
+    (tmp_path / new).write_text("CRITERIA = ()\n" * 20 + "BARS = {}\n# moved\n")
+    git("commit", "-q", "-am", "the move")
+    pre = chosen.preregistration(tmp_path)
+    assert pre["subject"] == "the plan"
+    assert [c["subject"] for c in pre["changed_since"]] == ["the move", "a change"]

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from tokenprune.core.patch import NUMERICS_VERSION
-from tokenprune.training import base_models, proxy_candidates as pc, proxy_outputs as po
+from tokenprune.training import base_models
+from tokenprune.training.proxy import candidates as pc, outputs as po
 
 
 def test_every_candidate_is_a_default_base_model_with_its_own_hash():
@@ -37,7 +38,7 @@ def test_tome_r_is_the_one_nearest_deit_s_mac_ratio_at_64_tokens():
 
     from tokenprune.measure.macs import analytic_macs
     from tokenprune.methods.tome import tome_schedule
-    from tokenprune.study.proxy_plan import DEIT_S_MAC_RATIO
+    from tokenprune.study.proxy.plan import DEIT_S_MAC_RATIO
 
     model = timm.create_model("vit_small_patch14_dinov2", pretrained=False, img_size=112, num_classes=10)
     base = analytic_macs(model).total
@@ -91,7 +92,7 @@ def test_cache_only_refuses_to_build_a_missing_model_or_output(tmp_path, monkeyp
 
 
 def test_k5_fine_tunes_train_blocks_4_to_12_and_are_keyed_by_base_and_numerics():
-    from tokenprune.training import proxy_finetunes as pf
+    from tokenprune.training.proxy import finetunes as pf
 
     c = pc.CANDIDATES[0]
     r = pf.k5_recipe(c, 1)

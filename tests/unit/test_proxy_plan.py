@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tokenprune.study import paper_numbers as pn
-from tokenprune.study import proxy_plan as P
+from tokenprune.study.proxy import plan as P
 
 GOOD = {"object_token_share": 0.3, "cost@0.7": 2.0, "cost@0.7_low": 0.5, "cost@0.5": 8.0, "cost@0.5_low": 3.0,
         "tome_cost": 2.0, "ft_share_of_cost": 40.0, "ft_gain@0.7_low": 0.1, "top1": 90.0}

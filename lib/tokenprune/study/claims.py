@@ -43,7 +43,9 @@ __all__ = [
 ]
 
 PAPERS: tuple[str, ...] = ("evit", "bat", "varmedad", "decouple", "other")
-"""Paper ids (see DESIGN.md); ``other`` is for checks of our own, e.g. library invariants."""
+"""Paper ids, the four papers of the README's table of notebooks (``evit``: EViT, ``bat``: BAT, ``varmedad``: Igaue &
+Aizawa, ``decouple``: part coverage and faithfulness), each audited by its package of :mod:`tokenprune.study`;
+``other`` is for checks of our own, e.g. library invariants."""
 
 MAX_WHY = 200
 """A claim's why is one sentence of at most this many characters."""

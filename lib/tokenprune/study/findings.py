@@ -145,11 +145,11 @@ def _number(row: Mapping[str, str], key: str) -> Optional[float]:
 def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> str:
     """Where the run's accuracy claims stand against DeiT-class models, from notebook 00's report in
     ``calibration_dir`` (its choice and ``calibration.csv``): for claims that rest on the classification proxy
-    (premise :data:`tokenprune.study.calibration.PROXY_CHOSEN`), that none qualified and what the candidates cost, or
+    (premise :data:`tokenprune.study.proxy.chosen.PROXY_CHOSEN`), that none qualified and what the candidates cost, or
     the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how far the fallback lies
     outside the cost bands. Empty when the run has no such claim or there is no calibration report."""
-    from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
-    from tokenprune.study.proxy_plan import band_text
+    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
+    from tokenprune.study.proxy.plan import band_text
     from tokenprune.study.paper_numbers import DEIT_CLASS_OFF_THE_SHELF as anchors
 
     if calibration_dir is None or not (calibration_dir / "calibration.csv").exists():

@@ -1,11 +1,12 @@
 """Notebook parameters and profiles.
 
 Each notebook's profile table (``smoke``, ``default``, ``paper``: every setting the notebook reads) lives in
-its audit module, ``tokenprune.study.audits.<paper>.PROFILES`` (:data:`AUDITS` maps a notebook to it), so each
-parameter is written once. A notebook's ``parameters`` cell names ``profile`` and ``overrides`` (a dict of
-changes to the profile's settings); :func:`setup` merges them and checks every name and type, and the
-pipeline calls the same check before a notebook starts, so a wrong parameter fails at once with a message
-naming it and the accepted values, not deep inside an experiment.
+its settings module, ``tokenprune.study.<paper>.settings.PROFILES`` (notebook 00's: ``tokenprune.study.proxy.chosen.
+PROFILES``; :data:`AUDITS` maps a notebook to its module), so each parameter is written once. A notebook's
+``parameters`` cell names ``profile`` and ``overrides`` (a dict of changes to the profile's settings);
+:func:`setup` merges them and checks every name and type, and the pipeline calls the same check before a notebook
+starts, so a wrong parameter fails at once with a message naming it and the accepted values, not deep inside an
+experiment.
 """
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from tokenprune.utils.environment import PROFILES
 __all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "setup", "check_overrides"]
 
 
-#: notebook stem -> the audit module holding its ``PROFILES`` table
+#: notebook stem -> the settings module holding its ``PROFILES`` table
 AUDITS: dict[str, str] = {
-    "00_proxy_calibration": "tokenprune.study.calibration",
+    "00_proxy_calibration": "tokenprune.study.proxy.chosen",
     "01_evit": "tokenprune.study.evit.settings",
     "02_diversity_merging": "tokenprune.study.bat.settings",
     "03_variance_medad": "tokenprune.study.varmedad.settings",

@@ -48,9 +48,9 @@ from tokenprune.utils.io import CheckpointError, InputError
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.precision import DTYPES
 from tokenprune.training.finetune import finetune_recipe, finetune_trainable
-from tokenprune.training.proxy_candidates import SCENE_SOURCES, candidate_recipes
-from tokenprune.training.proxy_candidates import vit_s14_arch as _vit_s14_arch
-from tokenprune.training.proxy_candidates import vit_s14_preprocess as _vit_s14_preprocess
+from tokenprune.training.proxy.candidates import SCENE_SOURCES, candidate_recipes
+from tokenprune.training.proxy.candidates import vit_s14_arch as _vit_s14_arch
+from tokenprune.training.proxy.candidates import vit_s14_preprocess as _vit_s14_preprocess
 from tokenprune.training.loop import (Preprocess, TrainRecipe, as_tensors, barrier, evaluate, is_main_process,
                                       setup_distributed, train)
 
@@ -171,7 +171,7 @@ def base_recipes() -> dict[str, TrainRecipe]:
             batch_size=256, lr=1e-3, min_lr=1e-5, weight_decay=1e-4, warmup_epochs=1, label_smoothing=0.0,
             grad_clip=None, augment={}, seed=0, dtype="fp32", store_dtype="fp32",
             extra={"features": "frozen backbone, [CLS] after the final norm, bf16 autocast"}),
-        # notebook 00's pre-registered proxy candidates (tokenprune.training.proxy_candidates), in their order
+        # notebook 00's pre-registered proxy candidates (tokenprune.training.proxy.candidates), in their order
         **candidate_recipes(),
     }
 

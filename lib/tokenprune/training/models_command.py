@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional, Sequence
 
-from tokenprune.training import base_models, cached_finetunes, proxy_finetunes, proxy_outputs
+from tokenprune.training import base_models, cached_finetunes
+from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
 
 __all__ = ["OUTPUT_BUILDERS", "main"]
 
@@ -26,7 +27,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if rc == 0 and not args.list and args.only is None and base_models.is_main_process():
         for i, build in enumerate(OUTPUT_BUILDERS):
             if args.max_minutes is not None and time.monotonic() - start > 60 * args.max_minutes:
-                left = [f"{b.__module__.rsplit('.', 1)[-1]}.{b.__name__}" for b in OUTPUT_BUILDERS[i:]]
+                left = [f"{b.__module__.removeprefix('tokenprune.training.')}.{b.__name__}"
+                        for b in OUTPUT_BUILDERS[i:]]
                 print(f"[models] --max-minutes {args.max_minutes:g} reached: the cached outputs of {', '.join(left)} "
                       "are left; rerun the same command to continue", flush=True)
                 break

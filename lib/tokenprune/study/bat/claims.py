@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from tokenprune.study.bat import effects
 from tokenprune.study.bat.settings import DEIT_S, DEIT_T, PAPER_KEEP
-from tokenprune.study.calibration import PROXY_BAR, PROXY_CHOSEN
+from tokenprune.study.proxy.chosen import PROXY_BAR, PROXY_CHOSEN
 from tokenprune.study.claims import Declaration, DeclarationTable
 from tokenprune.study.paper_numbers import BAT, TOME
 from tokenprune.study.paper_runs import FULL_SCHEDULE
-from tokenprune.study.proxy import MOVED
+from tokenprune.study.proxy.audit_model import MOVED
 from tokenprune.study.verdicts import Condition, Criteria, Direction, Exact, Flag, Magnitude, Rounded
 
 __all__ = ["CLAIMS", "COUNTS_CLUSTERING_RULE", "SUMMARY_STATES", "PRINTED_FIGURE", "TIMED_PASSES", "TWO_IMAGES",

@@ -1,8 +1,8 @@
 """How notebook 02 decides a pairwise accuracy claim: a direction on a paired interval, gated by its design.
 
 :func:`paired_decision` decides ``A - B`` (per-image correctness on the same images) with the declared rule and
-:func:`tokenprune.study.proxy.gated` (the effect in dispute against the design's MDE). A pair is run again on the full
-test split only when its design on the sweep's images says the full split can detect the effect
+:func:`tokenprune.study.proxy.audit_model.gated` (the effect in dispute against the design's MDE). A pair is run
+again on the full test split only when its design on the sweep's images says the full split can detect the effect
 (:func:`full_split_pays`, a rule on the spread of the differences alone, never their mean); :func:`decisive_predictions`
 runs those pairs and :func:`pick` chooses, per pair, the full split's predictions when both ran there.
 """
@@ -18,7 +18,7 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.measure import evaluation, intervals, significance
 from tokenprune.measure.power import Design
-from tokenprune.study.proxy import gated
+from tokenprune.study.proxy.audit_model import gated
 from tokenprune.study.verdicts import Decision, Direction
 
 __all__ = ["PairedResult", "sd_source", "paired_decision", "full_split_pays", "decisive_predictions", "pick",

@@ -1,8 +1,8 @@
 """§6: a short pruning-aware fine-tuning of the proxy with BAT and with EViT over seeds, compared on the same images.
 
 No verdict rests on a fine-tuning that did not move the model: the claim declares
-:data:`tokenprune.study.proxy.MOVED` (both methods' fine-tuned minus off-the-shelf top-1 above 0), judged per
-filing on the runs (:func:`finetune_decision`).
+:data:`tokenprune.study.proxy.audit_model.MOVED` (both methods' fine-tuned minus off-the-shelf top-1 above 0),
+judged per filing on the runs (:func:`finetune_decision`).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tokenprune.study.bat.comparisons import brief, sd_source
 from tokenprune.study.bat.effects import effect_vs_evit, paper_gap
 from tokenprune.study.bat.proxy_scale import VARIANT
 from tokenprune.study.claims import file_claim
-from tokenprune.study.proxy import MOVED, Comparison, gated, moved_premise
+from tokenprune.study.proxy.audit_model import MOVED, Comparison, gated, moved_premise
 from tokenprune.study.verdicts import Decision, Premise, not_testable
 
 __all__ = ["Finetunes", "FinetuneDecision", "run_finetune", "finetune_decision", "file_finetune_claims"]

@@ -25,7 +25,7 @@ from tokenprune.measure import macs as flops
 from tokenprune.measure.intervals import bootstrap_ci_or_nan
 from tokenprune.measure.power import Design
 from tokenprune.measure.trend import Trend, trend_contrast
-from tokenprune.study import calibration
+from tokenprune.study.proxy import chosen
 from tokenprune.study.bat.claims import CLAIMS, TWO_IMAGES
 from tokenprune.study.bat.comparisons import brief, paired_decision, pick, sd_source
 from tokenprune.study.bat.effects import effect_vs_evit, paper_gap, paper_gap_slope
@@ -33,7 +33,7 @@ from tokenprune.study.bat.settings import DEIT_S
 from tokenprune.study.claims import file_claim
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import BAT
-from tokenprune.study.proxy import gated
+from tokenprune.study.proxy.audit_model import gated
 from tokenprune.study.verdicts import Premise
 
 __all__ = ["VARIANT", "proxy_premises", "ProxyImages", "load_images", "Sweep", "Gaps", "proxy_methods", "matched_set",
@@ -48,12 +48,12 @@ VARIANT = ("merge_dpcknn (n_keep attentive tokens + the clusters, added) at the 
 
 def proxy_premises(cfg: Any) -> list[Premise]:
     """The premises of the claims measured on the accuracy model, to register on the report: notebook 00's choice
-    and its bar (:func:`tokenprune.study.calibration.proxy_premises`); at the ``paper`` profile the model is the
+    and its bar (:func:`tokenprune.study.proxy.chosen.proxy_premises`); at the ``paper`` profile the model is the
     paper's own DeiT-S on ImageNet, where no proxy stands in and both hold."""
     if cfg.profile == "paper":
         detail = f"the paper's own model ({cfg.proxy_model} on ImageNet): no proxy stands in for it"
-        return [Premise(name, True, detail) for name in (calibration.PROXY_CHOSEN, calibration.PROXY_BAR)]
-    return calibration.proxy_premises(cfg.proxy_model)
+        return [Premise(name, True, detail) for name in (chosen.PROXY_CHOSEN, chosen.PROXY_BAR)]
+    return chosen.proxy_premises(cfg.proxy_model)
 
 
 @dataclass

@@ -6,7 +6,8 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from tokenprune.study import calibration, paper_runs
+from tokenprune.study import paper_runs
+from tokenprune.study.proxy import chosen
 from tokenprune.study.paper_numbers import BAT
 
 __all__ = ["PARAMETERS", "PROFILES", "DEIT_S", "DEIT_T", "PAPER_KEEP", "bat_options", "check_paper_files",
@@ -70,7 +71,7 @@ _COMMON: dict[str, Any] = {
 }
 
 _SMOKE: dict[str, Any] = {
-    "proxy_model": f"{calibration.AUDIT_MODEL}_smoke",
+    "proxy_model": f"{chosen.AUDIT_MODEL}_smoke",
     "n_eval": 128,
     "n_full": 128,
     "n_div": 32,
@@ -95,7 +96,7 @@ _SMOKE: dict[str, Any] = {
 }
 
 _DEFAULT: dict[str, Any] = {
-    "proxy_model": calibration.AUDIT_MODEL,
+    "proxy_model": chosen.AUDIT_MODEL,
     "n_eval": 1000,
     "n_full": 0,
     "n_div": 256,

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from tokenprune.study import verdicts
-from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_CHOSEN
+from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
 from tokenprune.study.claims import Declaration, DeclarationTable
 from tokenprune.study.decoupling.data import PAPER_DIRS
 from tokenprune.study.decoupling.measurements import CENTRE_FAMILY_ALPHA

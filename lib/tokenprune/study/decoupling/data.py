@@ -22,7 +22,8 @@ from tokenprune.core import split_forward as split
 from tokenprune.data import datasets as data
 from tokenprune.data import pretrained, synthetic
 from tokenprune.measure import coverage, intervals, metrics
-from tokenprune.study import calibration, paper_runs
+from tokenprune.study import paper_runs
+from tokenprune.study.proxy import chosen
 from tokenprune.training import base_models
 from tokenprune.training.loop import Preprocess
 
@@ -121,15 +122,15 @@ def _sizes(cfg: SimpleNamespace, size_name: str) -> tuple[int, int]:
 
 
 def parts_setting(size_name: str, cfg: SimpleNamespace) -> Setting:
-    """SynthBirds with the fine-grained proxy of notebook 00 (``small``: :data:`tokenprune.study.calibration.
+    """SynthBirds with the fine-grained proxy of notebook 00 (``small``: :data:`tokenprune.study.proxy.chosen.
     FINE_GRAINED`, trained on it), or ViT-S/14 (frozen) with a linear probe fitted later (``large``)."""
     nt, ne = _sizes(cfg, size_name)
     # the images the proxy was trained and tested on: its recipe's generator settings
-    recipe = _recipe(cfg, calibration.FINE_GRAINED)
+    recipe = _recipe(cfg, chosen.FINE_GRAINED)
     gen = {k: v for k, v in recipe.dataset_kwargs.items() if k not in ("n_train", "n_val", "n_test")}
     size = int(gen.get("img_size", recipe.img_size))
     if size_name == "small":
-        model, info = base_model(calibration.FINE_GRAINED, cfg.profile == "smoke")
+        model, info = base_model(chosen.FINE_GRAINED, cfg.profile == "smoke")
         pre = model.tp_preprocess
         label = (f"the fine-grained proxy ({info['name']}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M "
                  "params)")
@@ -370,7 +371,7 @@ def settings_table(settings: dict[str, Setting], cache_ev: dict, cfg: SimpleName
 
 def part_model_name(cfg: SimpleNamespace) -> str:
     """The base model of ``parts/small`` at ``cfg``'s profile (its ``_smoke`` version at the smoke profile)."""
-    return f"{calibration.FINE_GRAINED}_smoke" if cfg.profile == "smoke" else calibration.FINE_GRAINED
+    return f"{chosen.FINE_GRAINED}_smoke" if cfg.profile == "smoke" else chosen.FINE_GRAINED
 
 
 def fmnist_model_name(cfg: SimpleNamespace) -> str:

@@ -6,9 +6,9 @@ keep rates or all configurations; the larger model for the null claim): :func:`f
 :func:`file_faithfulness_claims` (6), :func:`file_decoupling_claims` (7); :func:`file_cost_claim` (9) once, on
 analytic MACs at the paper's scale. Every comparison claim carries its paired per-image design
 (:func:`paired_design`) and is gated on detecting the effect in dispute
-(:func:`tokenprune.study.proxy.gated`) before :func:`~tokenprune.study.claims.file_claim` applies its declared
-premises: those measured here (the ceiling, the stand-in, enough configurations) and the training runs' whole schedule
-at paper scale are given per filing; the part model's bar is registered on the report by the notebook.
+(:func:`tokenprune.study.proxy.audit_model.gated`) before :func:`~tokenprune.study.claims.file_claim` applies its
+declared premises: those measured here (the ceiling, the stand-in, enough configurations) and the training runs' whole
+schedule at paper scale are given per filing; the part model's bar is registered on the report by the notebook.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tokenprune.study.decoupling.data import PAPER_DATASET, PAPER_DIRS, Setting
 from tokenprune.study.decoupling.measurements import (CENTRE_FAMILY_ALPHA, Measurements, centre_family, centre_values,
                                                       decoupling_stats, human_features_values, seeds_agree)
 from tokenprune.study.decoupling.settings import TRAINED, Layout, mid_block
-from tokenprune.study.proxy import gated, worst_design
+from tokenprune.study.proxy.audit_model import gated, worst_design
 from tokenprune.study.verdicts import Decision, Premise, fmt_interval
 
 __all__ = ["Evidence", "evidence", "paired_design", "training_premise", "file_coverage_claims",

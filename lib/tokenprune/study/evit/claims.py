@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from tokenprune.study import verdicts
-from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
+from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
 from tokenprune.study.claims import Declaration, DeclarationTable
 from tokenprune.study.paper_runs import FULL_SCHEDULE
-from tokenprune.study.proxy import MOVED
+from tokenprune.study.proxy.audit_model import MOVED
 
 __all__ = ["CLAIMS", "OWN_TEST", "TOP5_NOT_AT_CEILING", "TOP5_CEILING", "ORACLE_GUIDES", "HIRES_USABLE",
            "FUSION_MAC_PRECISION", "ORACLE_MAC_TOLERANCE_PP", "SPEEDUP_TOLERANCE", "token_counts_rule",

@@ -15,16 +15,16 @@ from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import patch
 from tokenprune.measure import evaluation, intervals
 from tokenprune.measure.evaluation import Predictions
-from tokenprune.study import proxy as proxies
-from tokenprune.study import calibration, verdicts
+from tokenprune.study import verdicts
+from tokenprune.study.proxy import audit_model, chosen
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, OWN_TEST, TOP5_CEILING, TOP5_NOT_AT_CEILING
 from tokenprune.study.paper_numbers import EVIT
-from tokenprune.study.proxy import EvaluatedModel, Proxy, correct_matrix, gated, moved_premise
+from tokenprune.study.proxy.audit_model import AuditModel, EvaluatedModel, correct_matrix, gated, moved_premise
 from tokenprune.training import base_models as tp_models
 from tokenprune.training import loop as tp_train
 
-__all__ = ["Sweep", "Finetunes", "SynthBirds", "load_proxy", "load_small_vit", "keep_sweep", "top5_correct",
+__all__ = ["Sweep", "Finetunes", "SynthBirds", "load_audit_model", "load_small_vit", "keep_sweep", "top5_correct",
            "top5_view", "add_top5", "top5_claim", "removal_claim", "paper_fusion_side", "fusion_claims",
            "cached_finetunes", "finetune_claims", "variance_ratio_detectable", "own_test_premise", "synthbirds_sweep"]
 
@@ -64,11 +64,12 @@ class SynthBirds:
     fusion: pd.DataFrame
 
 
-def load_proxy(cfg: Any, device: str) -> Proxy:
-    """``cfg.proxy_model`` on its first ``cfg.proxy_eval_images`` test images
-    (:func:`tokenprune.study.proxy.load_proxy`; trained here when missing at the smoke profile)."""
-    return proxies.load_proxy(cfg.proxy_model, cfg.proxy_eval_images, seed=cfg.seed, eval_batch=cfg.eval_batch,
-                              margin_pp=cfg.margin_pp, device=device, train_if_missing=cfg.profile == "smoke")
+def load_audit_model(cfg: Any, device: str) -> AuditModel:
+    """The audit model ``cfg.proxy_model`` on its first ``cfg.proxy_eval_images`` test images
+    (:func:`tokenprune.study.proxy.audit_model.load_audit_model`; trained here when missing at the smoke profile)."""
+    return audit_model.load_audit_model(cfg.proxy_model, cfg.proxy_eval_images, seed=cfg.seed,
+                                        eval_batch=cfg.eval_batch, margin_pp=cfg.margin_pp, device=device,
+                                        train_if_missing=cfg.profile == "smoke")
 
 
 def load_small_vit(cfg: Any, device: str) -> EvaluatedModel:
@@ -84,7 +85,7 @@ def load_small_vit(cfg: Any, device: str) -> EvaluatedModel:
                            device=device, eval_batch=cfg.eval_batch, seed=cfg.seed, margin_pp=cfg.margin_pp,
                            name=cfg.base_model, n_max=len(fm["test"]),
                            max_scale=f"the full test split of {cfg.base_model}")
-    return proxies.predict_unpruned(model)
+    return audit_model.predict_unpruned(model)
 
 
 def _sweep(model, images, labels, configs, seed, sweep_kw) -> tuple[pd.DataFrame, dict]:
@@ -141,11 +142,11 @@ def keep_sweep(model: EvaluatedModel, keep_rates: Sequence[float]) -> Sweep:
     return Sweep(table, preds, configs, pd.DataFrame(rows))
 
 
-def _interval(c: proxies.Comparison) -> list[float]:
+def _interval(c: audit_model.Comparison) -> list[float]:
     return [round(c.low, 3), round(c.high, 3)]
 
 
-def _equivalent(c: proxies.Comparison, margin_pp: float) -> verdicts.Decision:
+def _equivalent(c: audit_model.Comparison, margin_pp: float) -> verdicts.Decision:
     return verdicts.Equivalence(margin_pp).decide(c.diff, c.low, c.high, c.low90, c.high90)
 
 
@@ -294,8 +295,9 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     """The fine-tuned comparisons on the cached fine-tunes (:func:`cached_finetunes`) and their claims: fused beats
     dropped (``fuse70`` vs ``drop70``: EViT's fine-tuning protocol, both pruned from the first step), fusion's
     smaller seed spread, the warm-up's negligible effect (``fuse70_warm`` vs ``fuse70``) and the cost of keep
-    ``cfg.ft_keep`` (``unpruned`` fine-tune vs ``fuse70``). Registers :func:`~tokenprune.study.proxy.moved_premise`,
-    which each declares; the comparisons of means are gated by their design. Returns the comparisons by name."""
+    ``cfg.ft_keep`` (``unpruned`` fine-tune vs ``fuse70``). Registers
+    :func:`~tokenprune.study.proxy.audit_model.moved_premise`, which each declares; the comparisons of means are
+    gated by their design. Returns the comparisons by name."""
     k0, keys = cfg.ft_keep, {"keep": cfg.ft_keep}
     pairs = {"fuse - drop (fine-tuned)": ("fuse70", "drop70"), "warm-up - no warm-up": ("fuse70_warm", "fuse70"),
              "unpruned - fuse (fine-tuned; the cost)": ("unpruned", "fuse70")}
@@ -385,7 +387,7 @@ def synthbirds_sweep(rep: Any, cfg: Any, sweep_configs: Sequence[PruneConfig]) -
     decl = CLAIMS[_fusion_template(k, ".synthbirds")]
     c = birds.compare(preds[f"fuse@{k:g}"], preds[f"drop@{k:g}"])
     # DeiT-S's difference is in ImageNet points: the effect in dispute is scaled by the proxy's sensitivity
-    sens = calibration.sensitivity_of(cfg.parts_model)
+    sens = chosen.sensitivity_of(cfg.parts_model)
     effect = abs(d) * sens if sens else abs(d)
     g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), effect, birds.design(preds[f"fuse@{k:g}"],
                                                                                    preds[f"drop@{k:g}"]))

@@ -16,7 +16,7 @@ from tokenprune.data import pretrained, synthetic
 from tokenprune.measure import evaluation
 from tokenprune.study import figures as viz
 from tokenprune.study.paper_numbers import EVIT
-from tokenprune.study.proxy import EvaluatedModel, correct_matrix
+from tokenprune.study.proxy.audit_model import EvaluatedModel, correct_matrix
 
 __all__ = ["centre_square", "masks_figure_photos", "masks_figure_datasets", "figure_macs", "figure_throughput",
            "figure_accuracy_vs_macs", "figure_throughput_vs_accuracy", "figure_finetune_seeds"]

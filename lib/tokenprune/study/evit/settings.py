@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tokenprune.study import calibration, paper_runs
+from tokenprune.study import paper_runs
+from tokenprune.study.proxy import chosen
 from tokenprune.training import base_models as tp_models
 
 __all__ = ["PARAMETERS", "PROFILES", "KEEP_RATES", "check_inputs"]
@@ -35,12 +36,12 @@ PARAMETERS: dict[str, str] = {
     "parts_keep_rates": "keep rates of the SynthBirds sweep (§6c)",
     "proxy_eval_images": "test images of proxy_model evaluated (its first ones; 0: the full split); designs scale to "
                          "the full split",
-    "proxy_model": "the classification model of the accuracy claims (calibration.AUDIT_MODEL: notebook 00's proxy, or "
+    "proxy_model": "the classification model of the accuracy claims (chosen.AUDIT_MODEL: notebook 00's proxy, or "
                    "with none chosen the model measured beside claims not testable here), evaluated on the first "
                    "proxy_eval_images of its test split (§5-9; §6b: its cached fine-tunes)",
     "base_model": "the small ViT trained on plain Fashion-MNIST: the oracle (§10) and higher-resolution (§11) "
                   "studies",
-    "parts_model": "the fine-grained proxy of notebook 00 on SynthBirds (calibration.FINE_GRAINED; §6c, §12)",
+    "parts_model": "the fine-grained proxy of notebook 00 on SynthBirds (chosen.FINE_GRAINED; §6c, §12)",
     "eval_images": "plain Fashion-MNIST test images of base_model (§10, §11)",
     "parts_eval_images": "SynthBirds test images (§6c)",
     "eval_batch": "evaluation batch size",
@@ -98,10 +99,10 @@ _SMOKE: dict[str, Any] = {
     "sweep_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5],
     "side_keep_rates": [0.7],
     "parts_keep_rates": [0.7, 0.5],
-    "proxy_model": f"{calibration.AUDIT_MODEL}_smoke",
+    "proxy_model": f"{chosen.AUDIT_MODEL}_smoke",
     "proxy_eval_images": 64,
     "base_model": "small_vit_fmnist_smoke",
-    "parts_model": f"{calibration.FINE_GRAINED}_smoke",
+    "parts_model": f"{chosen.FINE_GRAINED}_smoke",
     "eval_images": 64,
     "parts_eval_images": 32,
     "eval_batch": 64,
@@ -131,10 +132,10 @@ _DEFAULT: dict[str, Any] = {
     "sweep_keep_rates": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3],
     "side_keep_rates": [0.7],
     "parts_keep_rates": [0.7, 0.5],
-    "proxy_model": calibration.AUDIT_MODEL,
+    "proxy_model": chosen.AUDIT_MODEL,
     "proxy_eval_images": 4000,
     "base_model": "small_vit_fmnist",
-    "parts_model": calibration.FINE_GRAINED,
+    "parts_model": chosen.FINE_GRAINED,
     "eval_images": 2000,
     "parts_eval_images": 1000,
     "eval_batch": 500,

@@ -21,12 +21,13 @@ from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
 from tokenprune.measure.power import Design
 from tokenprune.methods import oracle  # registers the oracle_attention scorer
-from tokenprune.study import calibration, verdicts
-from tokenprune.study.calibration import PROXY_CHOSEN
+from tokenprune.study import verdicts
+from tokenprune.study.proxy import chosen
+from tokenprune.study.proxy.chosen import PROXY_CHOSEN
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, HIRES_USABLE, ORACLE_GUIDES
 from tokenprune.study.paper_numbers import EVIT_TEXT
-from tokenprune.study.proxy import Comparison, EvaluatedModel, Gated, gated, worst_design
+from tokenprune.study.proxy.audit_model import Comparison, EvaluatedModel, Gated, gated, worst_design
 from tokenprune.training import loop as tp_train
 
 __all__ = ["MaskQuality", "TokensToTokens", "all_parts", "mask_quality", "locations_at_matched_macs",
@@ -265,7 +266,7 @@ def oracle_at_block1(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame:
     decl = CLAIMS["evit.t14.oracle_beats_own_attention_at_block1"]
     g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), cfg.margin_pp,
               model.design(or_preds["oracle @1"], or_preds["own attention @1"]))
-    on_model = {PROXY_CHOSEN: calibration.proxy_premise(model.name)}   # a classification model: 00's choice?
+    on_model = {PROXY_CHOSEN: chosen.proxy_premise(model.name)}   # a classification model: 00's choice?
     file(rep, decl, g.decision, keys={"keep": k_or}, our_value=round(c.diff, 3),
          ci=[round(c.low, 3), round(c.high, 3)], design=g.design, why=about, details=effect, premises=on_model)
     c = model.compare(or_preds["oracle @1"], full_or)
@@ -318,7 +319,7 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
     g = gated(decision, effect, model.design(a, full))
     file(rep, decl, g.decision, keys={"size": size}, our_value=round(c.diff, 3),
          ci=[round(c.low, 3), round(c.high, 3)], design=g.design,
-         premises={HIRES_USABLE: usable, PROXY_CHOSEN: calibration.proxy_premise(model.name)},
+         premises={HIRES_USABLE: usable, PROXY_CHOSEN: chosen.proxy_premise(model.name)},
          why=f"off the shelf, {len(model.y)} images of {model.name}; {hr_gmacs:.4f} vs {model.gmacs:.4f} GMACs "
              f"(keep {k_hr:g} at 4/7/10)", details={"effect in dispute": f"DeiT-S's {effect:g} point"})
     file(rep, CLAIMS["evit.t5.higher_res_equal_macs.finetuned"], verdicts.not_testable(

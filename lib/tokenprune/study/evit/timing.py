@@ -17,7 +17,7 @@ from tokenprune.measure import throughput as bench
 from tokenprune.study import verdicts
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS
-from tokenprune.study.proxy import EvaluatedModel
+from tokenprune.study.proxy.audit_model import EvaluatedModel
 
 __all__ = ["small_vit_throughput", "training_throughput"]
 

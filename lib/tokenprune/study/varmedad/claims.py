@@ -8,12 +8,12 @@ import dataclasses
 from typing import Sequence
 
 from tokenprune.study import verdicts
-from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
+from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
 from tokenprune.study.claims import Declaration, DeclarationTable
 from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.study.paper_numbers import VARMEDAD_SOURCE as SRC
 from tokenprune.study.paper_runs import FULL_SCHEDULE, paper_scale_id
-from tokenprune.study.proxy import MOVED
+from tokenprune.study.proxy.audit_model import MOVED
 from tokenprune.study.varmedad.settings import (EFFECTS, EQUIV_MARGIN, JAC_SAME, LOCS, MIN_SEEDS, OVERLAP_TOKENS,
                                                 R_MAIN)
 

@@ -9,7 +9,8 @@ import pandas as pd
 
 from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import paired_comparison
-from tokenprune.study import paper_runs, proxy, verdicts
+from tokenprune.study import paper_runs, verdicts
+from tokenprune.study.proxy import audit_model
 from tokenprune.study.varmedad.claims import CLAIMS, SEEDS, TOP1, TRAINS_OVERLAP
 from tokenprune.study.varmedad.designs import file, file_on_base, seed_design, unmeasured
 from tokenprune.study.varmedad.finetunes import Finetunes, trains_overlap_premise
@@ -35,9 +36,10 @@ def _moved(ft: Finetunes, configs: tuple[str, ...], seeds, seed: int) -> verdict
         if c == "unpruned":
             continue
         ref = ft.refs.get(c)
-        gains[c] = None if ref is None else proxy.two_stage_diff(
-            proxy.correct_matrix([ft.preds[(c, s)] for s in seeds]), proxy.correct_matrix(ref), seed).scaled(100)
-    return proxy.moved_premise(gains)
+        gains[c] = None if ref is None else audit_model.two_stage_diff(
+            audit_model.correct_matrix([ft.preds[(c, s)] for s in seeds]), audit_model.correct_matrix(ref),
+            seed).scaled(100)
+    return audit_model.moved_premise(gains)
 
 
 def margin_claim(rep, ft: Finetunes, cfg: SimpleNamespace, cid: str) -> Optional[pd.DataFrame]:

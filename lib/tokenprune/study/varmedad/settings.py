@@ -4,7 +4,8 @@ dispute). The ``default`` fine-tuning settings are those of the cached runs,
 :data:`tokenprune.training.cached_finetunes.VARMEDAD`."""
 from __future__ import annotations
 
-from tokenprune.study import calibration, paper_runs
+from tokenprune.study import paper_runs
+from tokenprune.study.proxy import chosen
 from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.training.cached_finetunes import CONFIGS, VARMEDAD as CACHED
 
@@ -51,7 +52,7 @@ PARAMETERS = {
 
 PROFILES = {
     "smoke": {
-        "base_model": f"{calibration.AUDIT_MODEL}_smoke",
+        "base_model": f"{chosen.AUDIT_MODEL}_smoke",
         "s14_model": "vit_s14_fmnist_linear_smoke",
         "n_eval": 96,
         "n_rank": 48,
@@ -76,7 +77,7 @@ PROFILES = {
         "deit_weights": None,
         "ft_weights_dir": "",
         "seed": 0,
-        "birds_model": f"{calibration.FINE_GRAINED}_smoke",
+        "birds_model": f"{chosen.FINE_GRAINED}_smoke",
         "n_birds": 32,
         **paper_runs.TRAINING_SETTINGS,
     },
@@ -110,7 +111,7 @@ PROFILES = {
         "deit_weights": None,
         "ft_weights_dir": "",
         "seed": 0,
-        "birds_model": calibration.FINE_GRAINED,
+        "birds_model": chosen.FINE_GRAINED,
         "n_birds": 600,
         **paper_runs.TRAINING_SETTINGS,
     },
@@ -140,7 +141,7 @@ PROFILES = {
         "deit_weights": None,
         "ft_weights_dir": "",
         "seed": 0,
-        "birds_model": calibration.FINE_GRAINED,
+        "birds_model": chosen.FINE_GRAINED,
         "n_birds": 2400,
         **paper_runs.TRAINING_SETTINGS,
     },

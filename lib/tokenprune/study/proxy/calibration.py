@@ -1,7 +1,7 @@
 """The pre-registered calibration, measured: each candidate's criteria from its cached outputs, and the choice.
 
-:mod:`tokenprune.study.proxy_plan` fixes the criteria, the order and the fallback; this module reads what ``make
-models`` measured (:mod:`tokenprune.training.proxy_outputs`, :mod:`tokenprune.training.proxy_finetunes`), turns it
+:mod:`tokenprune.study.proxy.plan` fixes the criteria, the order and the fallback; this module reads what ``make
+models`` measured (:mod:`tokenprune.training.proxy.outputs`, :mod:`tokenprune.training.proxy.finetunes`), turns it
 into each criterion's measurement with its 95 % interval (paired bootstrap over the test images; for K5 a
 two-stage bootstrap over seeds and images), and applies the plan. Top-1 and costs are in points.
 """
@@ -16,9 +16,9 @@ import pandas as pd
 
 from tokenprune.measure import intervals
 from tokenprune.measure.macs import analytic_macs
-from tokenprune.study import proxy_plan as plan
-from tokenprune.training import proxy_finetunes, proxy_outputs
-from tokenprune.training.proxy_candidates import FINETUNE, Candidate
+from tokenprune.study.proxy import plan
+from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
+from tokenprune.training.proxy.candidates import FINETUNE, Candidate
 
 __all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table", "criteria_table", "candidates_table",
            "cost_figure", "NOT_A_CRITERION"]
@@ -112,7 +112,7 @@ def calibrate(profile: str = "default", seed: int = 0) -> tuple[list[dict[str, A
 
 def table(rows: list[dict[str, Any]], chosen: Optional[dict[str, tuple]] = None) -> pd.DataFrame:
     """One row per candidate: what was measured, each criterion's outcome (met / missed / not measured /
-    :data:`NOT_A_CRITERION`), the fallback's distance from the cost bands (:func:`~tokenprune.study.proxy_plan.
+    :data:`NOT_A_CRITERION`), the fallback's distance from the cost bands (:func:`~tokenprune.study.proxy.plan.
     band_distance`) and, given ``chosen`` (:func:`calibrate`'s), whether the plan chose it and how."""
     df = pd.DataFrame(rows)
     ids = [c.id for c in plan.CRITERIA]

@@ -1,10 +1,11 @@
-"""The calibrated proxy and how two configurations are compared on a model's evaluation images.
+"""The audit model, and how two configurations are compared on a model's evaluation images.
 
-Notebook 00 chooses the classification proxy (:data:`tokenprune.study.calibration.PROXY`); the audits evaluate it on
-the first images of its recipe's test split (:func:`load_proxy`). :class:`EvaluatedModel` holds a model with its
+The accuracy claims of notebooks 01-03 are measured on the audit model (:data:`tokenprune.study.proxy.chosen.
+AUDIT_MODEL`: notebook 00's classification proxy, or, with none chosen, the model measured instead), on the first
+images of its recipe's test split (:func:`load_audit_model`). :class:`EvaluatedModel` holds a model with its
 evaluation images and compares two configurations on them (paired: the same images; seeds: the two-stage bootstrap
 of :func:`tokenprune.measure.intervals.seed_image_bootstrap_diff`), each comparison with its
-:class:`~tokenprune.measure.power.Design`; :class:`Proxy` is the calibrated proxy. :func:`gated` gates a decision on
+:class:`~tokenprune.measure.power.Design`; :class:`AuditModel` is the audit model. :func:`gated` gates a decision on
 its design (:class:`~tokenprune.study.verdicts.Detectable`), and :func:`moved_premise` is the premise of every claim
 decided on fine-tuned models: the fine-tuning moved the model.
 """
@@ -25,8 +26,8 @@ from tokenprune.measure.power import Design
 from tokenprune.study import verdicts
 from tokenprune.study.notebook import ci_columns
 
-__all__ = ["MOVED", "Comparison", "Gated", "EvaluatedModel", "Proxy", "correct_matrix", "two_stage_diff",
-           "load_proxy", "predict_unpruned", "gated", "worst_design", "moved_premise"]
+__all__ = ["MOVED", "Comparison", "Gated", "EvaluatedModel", "AuditModel", "correct_matrix", "two_stage_diff",
+           "load_audit_model", "predict_unpruned", "gated", "worst_design", "moved_premise"]
 
 MOVED = "the fine-tuning moved the model: fine-tuned minus untrained pruning excludes 0"
 """The premise of every claim decided on fine-tuned models (:func:`moved_premise`)."""
@@ -188,9 +189,10 @@ class EvaluatedModel:
 
 
 @dataclass
-class Proxy(EvaluatedModel):
-    """The calibrated proxy of notebook 00 (:data:`tokenprune.study.calibration.PROXY`, or an override) on the first
-    images of its recipe's test split; designs scale to the full split."""
+class AuditModel(EvaluatedModel):
+    """The audit model of the accuracy claims (:data:`tokenprune.study.proxy.chosen.AUDIT_MODEL`: notebook 00's
+    proxy or, with none, the model measured instead; or an override) on the first images of its recipe's test split;
+    designs scale to the full split."""
 
 
 def predict_unpruned(model: EvaluatedModel) -> EvaluatedModel:
@@ -204,10 +206,10 @@ def predict_unpruned(model: EvaluatedModel) -> EvaluatedModel:
     return model
 
 
-def load_proxy(name: str, eval_images: int, *, seed: int, eval_batch: int, margin_pp: float, device: str,
-               train_if_missing: bool = False) -> Proxy:
-    """Load the proxy ``name`` (a base model of :mod:`tokenprune.training.base_models`; trained here when missing and
-    ``train_if_missing``) on the first ``eval_images`` images of its recipe's test split (0: all;
+def load_audit_model(name: str, eval_images: int, *, seed: int, eval_batch: int, margin_pp: float, device: str,
+                     train_if_missing: bool = False) -> AuditModel:
+    """Load the audit model ``name`` (a base model of :mod:`tokenprune.training.base_models`; trained here when
+    missing and ``train_if_missing``) on the first ``eval_images`` images of its recipe's test split (0: all;
     ``base_models.eval_data``), patch it unpruned and predict them once. Designs scale to the full split."""
     from tokenprune.training import base_models as tp_models
     from tokenprune.training import loop as tp_train
@@ -219,10 +221,10 @@ def load_proxy(name: str, eval_images: int, *, seed: int, eval_batch: int, margi
     x_raw, labels = tp_train.as_tensors(test)
     images = base.tp_preprocess(x_raw)
     patch(base, keep_rate=1.0)
-    proxy = Proxy(base=base, info=info, recipe=recipe, data=None, x_raw=x_raw, y=labels, X=images, device=device,
-                  eval_batch=eval_batch, seed=seed, margin_pp=margin_pp, name=name, n_max=len(full),
-                  max_scale=f"the full test split of {name}")
-    return predict_unpruned(proxy)
+    model = AuditModel(base=base, info=info, recipe=recipe, data=None, x_raw=x_raw, y=labels, X=images,
+                       device=device, eval_batch=eval_batch, seed=seed, margin_pp=margin_pp, name=name,
+                       n_max=len(full), max_scale=f"the full test split of {name}")
+    return predict_unpruned(model)
 
 
 def gated(decision: verdicts.Decision, effect: float, design: Optional[Design],

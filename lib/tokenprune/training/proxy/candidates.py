@@ -5,7 +5,7 @@ tokens of 14 px, on a task where the object covers a minority of them. Its base 
 (:mod:`tokenprune.training.base_models` lists them; ``make models`` builds them): the backbone frozen up to block 10,
 whose tokens are cached in fp32, and blocks 11-12, the final norm and a new head trained on them (``head="tail"``,
 :data:`TAIL`). The criteria that choose among them, their order and the fallback are the study's
-(:mod:`tokenprune.study.proxy_plan`); this module is what training needs to build them.
+(:mod:`tokenprune.study.proxy.plan`); this module is what training needs to build them.
 """
 from __future__ import annotations
 

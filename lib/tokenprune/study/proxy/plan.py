@@ -2,7 +2,7 @@
 
 Everything that decides which candidate becomes the proxy is fixed here, before any candidate is measured: the
 criteria with their anchors (:data:`CRITERIA`), the candidates with every knob and the order they are tried in
-(:data:`tokenprune.training.proxy_candidates.CANDIDATES`, with the recipes of their base models), how each is
+(:data:`tokenprune.training.proxy.candidates.CANDIDATES`, with the recipes of their base models), how each is
 measured (:data:`MEASUREMENT`, :data:`FINETUNE`), the fallback when none meets every criterion (:func:`choose`), and
 the factor that scales a tolerance given in ImageNet points to the proxy (:func:`sensitivity`). No candidate is
 added after the measurements; a change to this module or to the candidates after them is a new pre-registration,
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Mapping, Optional
 
 from tokenprune.study import paper_numbers as pn
-from tokenprune.training.proxy_candidates import CANDIDATES, FINETUNE, Candidate
-from tokenprune.training.proxy_outputs import KEEP_RATES, TOME_R
+from tokenprune.training.proxy.candidates import CANDIDATES, FINETUNE, Candidate
+from tokenprune.training.proxy.outputs import KEEP_RATES, TOME_R
 
 __all__ = ["Criterion", "Candidate", "CRITERIA", "BARS", "CANDIDATES", "MEASUREMENT", "FINETUNE", "PREMISES",
            "criteria_of", "judge", "band_text", "band_distance", "choose", "sensitivity", "DEIT_S_MAC_RATIO"]
@@ -105,7 +105,7 @@ PREMISES = {
 }
 
 
-#: how every candidate is measured (the configurations and their cache: :mod:`tokenprune.training.proxy_outputs`):
+#: how every candidate is measured (the configurations and their cache: :mod:`tokenprune.training.proxy.outputs`):
 #: the same test images (the first ``test_images`` of the candidate's test split, each from its own source item) for
 #: every configuration, paired, in fp32; 95 % intervals by a paired bootstrap over images with ``seed``; EViT at
 #: blocks 4/7/10 with the fused inattentive token at ``keep_rates``; ToMe merging ``tome_r`` tokens in every block

@@ -1,6 +1,6 @@
 """The proxy candidates measured off the shelf, cached as their outputs (notebook 00's pre-registered measurement).
 
-For each candidate of :data:`tokenprune.training.proxy_candidates.CANDIDATES`, its base model runs unpruned and
+For each candidate of :data:`tokenprune.training.proxy.candidates.CANDIDATES`, its base model runs unpruned and
 pruned by every configuration of :func:`ots_configs` on the same test images (the first ``test_images`` of the
 recipe's test split, fp32); the logits of each, the labels and the share of patch tokens the object touches per
 image are cached by :mod:`tokenprune.training.run_outputs` under a recipe whose hash covers the base model's recipe,
@@ -23,7 +23,7 @@ from tokenprune.measure.coverage import mask_to_patch_grid
 from tokenprune.methods.tome import tome_schedule
 from tokenprune.training import base_models, run_outputs
 from tokenprune.training.loop import TrainRecipe, as_tensors
-from tokenprune.training.proxy_candidates import CANDIDATES, Candidate
+from tokenprune.training.proxy.candidates import CANDIDATES, Candidate
 
 __all__ = ["KEEP_RATES", "TOME_R", "RECHECK_IMAGES", "RECHECK_ATOL", "ots_configs", "ots_recipe", "test_set",
            "measure", "load", "build", "recheck", "CacheStale", "MEASURE_BATCH"]

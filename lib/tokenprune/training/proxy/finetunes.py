@@ -1,7 +1,7 @@
 """K5's fine-tunes of the proxy candidates, cached as their outputs (notebook 00's pre-registered measurement).
 
 A candidate's base model fine-tuned with EViT at keep 0.7 (fused inattentive token, blocks 4/7/10, the target
-rate from the first step: EViT's fine-tuning protocol) by :data:`tokenprune.training.proxy_candidates.FINETUNE`:
+rate from the first step: EViT's fine-tuning protocol) by :data:`tokenprune.training.proxy.candidates.FINETUNE`:
 blocks 4-12, the final norm and the head train, blocks 1-3 and the patch embedding stay frozen; one pass over
 ``train_images`` training images drawn with the seed. Its weights (nine blocks) do not fit the committed-artefact
 budget, so the cache keeps its logits at keep 0.7 on the candidate's test images, keyed by a recipe whose hash covers
@@ -24,7 +24,7 @@ from tokenprune.measure.evaluation import predict
 from tokenprune.training import base_models, run_outputs
 from tokenprune.training.finetune import finetune, finetune_recipe
 from tokenprune.training.loop import TrainRecipe, as_tensors
-from tokenprune.training.proxy_candidates import CANDIDATES, FINETUNE, Candidate
+from tokenprune.training.proxy.candidates import CANDIDATES, FINETUNE, Candidate
 
 __all__ = ["FINETUNED", "trainable", "k5_config", "k5_recipe", "train_and_measure", "load", "build"]
 

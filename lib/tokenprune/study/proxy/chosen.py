@@ -2,9 +2,9 @@
 claims measured on the proxies.
 
 The papers' accuracy claims are about DeiT-S on ImageNet (196 patch tokens), where pruning off the shelf costs about
-0.3-2 points at about 3 GMACs. The plan (:mod:`tokenprune.study.proxy_plan`: criteria K1-K6 with their anchors, the
+0.3-2 points at about 3 GMACs. The plan (:mod:`tokenprune.study.proxy.plan`: criteria K1-K6 with their anchors, the
 candidates in the order tried, the fallback) was committed before any candidate was measured;
-:mod:`tokenprune.study.proxy_calibration` measures each candidate from the outputs ``make models`` cached, and this
+:mod:`tokenprune.study.proxy.calibration` measures each candidate from the outputs ``make models`` cached, and this
 module drives notebook 00 (its settings, the cache recheck, the pre-registration's commit) and holds the outcome the
 audits read (:data:`CHOSEN`).
 
@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import torch
 
-from tokenprune.study import proxy_plan as plan
+from tokenprune.study.proxy import plan
 from tokenprune.training import base_models as tp_models
 
 if TYPE_CHECKING:
     from tokenprune.study import verdicts
 
 __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "AUDIT_MODEL", "start",
-           "recheck_caches", "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR", "proxy_premise",
-           "bar_premise", "proxy_premises", "fallback_limitation", "sensitivity_of"]
+           "recheck_caches", "PLAN_FILES", "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
+           "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "sensitivity_of"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap",
@@ -52,7 +53,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 #: reports/00_proxy_calibration/results.json must record the same choice (a test checks it), so a rerun of 00 that
 #: chooses otherwise fails the tests until this line and the audits' reports follow it
 CHOSEN: dict[str, Optional[str]] = {"classification": None, "fine-grained": "s14_birds_easy"}
-#: how each role's proxy was chosen (:func:`tokenprune.study.proxy_plan.choose`)
+#: how each role's proxy was chosen (:func:`tokenprune.study.proxy.plan.choose`)
 HOW: dict[str, str] = {"classification": "none", "fine-grained": "fallback"}
 #: the classification proxy of notebooks 01-03 (None: no candidate qualified)
 PROXY = CHOSEN["classification"]
@@ -71,10 +72,10 @@ def start(cfg: Any) -> None:
 
 def recheck_caches(n: int) -> dict[str, float]:
     """Recompute the first ``n`` test images of every candidate's cached off-the-shelf outputs and compare
-    (:func:`tokenprune.training.proxy_outputs.recheck`: ``CacheStale`` when one no longer matches): the largest
+    (:func:`tokenprune.training.proxy.outputs.recheck`: ``CacheStale`` when one no longer matches): the largest
     logit difference per candidate; nothing when ``n`` is 0. ``n`` is a multiple of the batch the caches were
     measured in (random selection draws per batch, so a partial batch draws other tokens)."""
-    from tokenprune.training import proxy_outputs
+    from tokenprune.training.proxy import outputs as proxy_outputs
 
     if n % proxy_outputs.MEASURE_BATCH:
         raise ValueError(f"recheck_images: must be 0 or a multiple of {proxy_outputs.MEASURE_BATCH} (the batch the "
@@ -87,25 +88,36 @@ def recheck_caches(n: int) -> dict[str, float]:
     return out
 
 
-_PLAN_FILES = ("lib/tokenprune/study/proxy_plan.py", "lib/tokenprune/training/proxy_candidates.py",
-               "lib/tokenprune/training/proxy_outputs.py", "lib/tokenprune/training/proxy_finetunes.py")
+#: the plan's files (criteria, candidates, measurement), the plan first, each with every path it has had in the
+#: repository's history (its path now first): :func:`preregistration` reads the history of all of them, so a file that
+#: moves keeps its commits, and the pre-registration stays the commit that first added the plan
+PLAN_FILES: tuple[tuple[str, ...], ...] = (
+    ("lib/tokenprune/study/proxy/plan.py", "lib/tokenprune/study/proxy_plan.py"),
+    ("lib/tokenprune/training/proxy/candidates.py", "lib/tokenprune/training/proxy_candidates.py"),
+    ("lib/tokenprune/training/proxy/outputs.py", "lib/tokenprune/training/proxy_outputs.py"),
+    ("lib/tokenprune/training/proxy/finetunes.py", "lib/tokenprune/training/proxy_finetunes.py"),
+)
 
 
-def _git(*args: str) -> str:
-    from tokenprune.utils.environment import REPO_ROOT
-
-    return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=True,
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
                           timeout=30).stdout.strip()
 
 
-def preregistration() -> dict[str, Any]:
-    """The commit that first added the plan (:mod:`tokenprune.study.proxy_plan`), its date and subject, and every
-    later commit that touched the plan's files (criteria, candidates, measurement), so that a reader can check what
-    changed after it; ``{"commit": None, ...}`` where there is no git history (an unpacked archive)."""
+def preregistration(root: Optional[Path] = None) -> dict[str, Any]:
+    """The commit that first added the plan (:mod:`tokenprune.study.proxy.plan`, at any path of
+    :data:`PLAN_FILES`), its date and subject, and every later commit that touched the plan's files (criteria,
+    candidates, measurement) at any of their paths, so that a reader can see every change after it; ``{"commit":
+    None, ...}`` where there is no git history (an unpacked archive). ``root``: the repository (default: this one)."""
+    from tokenprune.utils.environment import REPO_ROOT
+
+    root = REPO_ROOT if root is None else root
+    paths = [path for file in PLAN_FILES for path in file]
     try:
-        first = _git("log", "--diff-filter=A", "--format=%H%x09%cI%x09%s", "--", _PLAN_FILES[0]).splitlines()[-1]
+        first = _git(root, "log", "--diff-filter=A", "--format=%H%x09%cI%x09%s", "--",
+                     *PLAN_FILES[0]).splitlines()[-1]
         commit, date, subject = first.split("\t", 2)
-        later = _git("log", "--format=%H%x09%cI%x09%s", f"{commit}..HEAD", "--", *_PLAN_FILES).splitlines()
+        later = _git(root, "log", "--format=%H%x09%cI%x09%s", f"{commit}..HEAD", "--", *paths).splitlines()
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):
         return {"commit": None, "date": None, "subject": "no git history here", "changed_since": []}
     return {"commit": commit, "date": date, "subject": subject,
@@ -136,8 +148,8 @@ def _role(name: str) -> str:
 def _proxy_measurements(name: str) -> Optional[dict[str, Any]]:
     """Notebook 00's measurements of ``name`` from its cached outputs when it is a role's proxy (a smoke model for its
     default one), else None: the one place :func:`fallback_limitation` and :func:`sensitivity_of` read them from."""
-    from tokenprune.study import proxy_calibration
-    from tokenprune.training import proxy_outputs
+    from tokenprune.study.proxy import calibration as proxy_calibration
+    from tokenprune.training.proxy import outputs as proxy_outputs
 
     c = _candidate(name)
     if c is None or CHOSEN.get(c.role) != c.name:
@@ -147,7 +159,7 @@ def _proxy_measurements(name: str) -> Optional[dict[str, Any]]:
 
 def fallback_limitation(name: str) -> str:
     """What every claim decided on ``name`` says when ``name`` is a role's fallback proxy: how far its off-the-shelf
-    costs lie outside the bands K2-K3 (:func:`tokenprune.study.proxy_plan.band_distance`, computed from its cached
+    costs lie outside the bands K2-K3 (:func:`tokenprune.study.proxy.plan.band_distance`, computed from its cached
     outputs); empty for any other model."""
     m = _proxy_measurements(name)
     if m is None or HOW[m["role"]] != "fallback":
@@ -161,7 +173,7 @@ def fallback_limitation(name: str) -> str:
 
 
 def sensitivity_of(name: str) -> Optional[float]:
-    """The sensitivity factor of ``name`` when it is a role's proxy (:func:`tokenprune.study.proxy_plan.sensitivity`:
+    """The sensitivity factor of ``name`` when it is a role's proxy (:func:`tokenprune.study.proxy.plan.sensitivity`:
     its off-the-shelf ToMe cost at DeiT-S's MAC ratio over DeiT-S's 1.0 point, from its cached outputs, as notebook 00
     reports it): a tolerance or effect given in ImageNet points is multiplied by it. None for any other model."""
     m = _proxy_measurements(name)
@@ -171,7 +183,7 @@ def sensitivity_of(name: str) -> Optional[float]:
 def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = None) -> "verdicts.Premise":
     """K6 as a premise of the claims measured on the base model ``name``: its test top-1 (from its checkpoint's
     sidecar, on the recipe's full test split) reaches the bar of its ``role`` (default: the candidate's own role;
-    :data:`tokenprune.study.proxy_plan.BARS`). A smoke model is judged as such and says so (its bar cannot be met in
+    :data:`tokenprune.study.proxy.plan.BARS`). A smoke model is judged as such and says so (its bar cannot be met in
     a few steps). ``label`` is the premise's name (default :data:`PROXY_BAR` for a classification model,
     :data:`FINE_GRAINED_BAR` else). On a role's fallback proxy the premise carries :func:`fallback_limitation`."""
     from tokenprune.study import verdicts
