@@ -22,15 +22,38 @@ def _decl(**over) -> C.Declaration:
     return C.Declaration(**fields)
 
 
-def test_every_declaration_field_is_required():
+#: what a declaration must give (particular to each claim); everything else defaults to what most claims share
+REQUIRED = {"id", "statement", "quote", "where", "unit", "setting", "section"}
+
+
+def test_a_declaration_gives_what_is_particular_to_its_claim():
     fields = {f.name for f in dataclasses.fields(C.Declaration)}
-    assert not [f.name for f in dataclasses.fields(C.Declaration)
-                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING]
-    for name in fields:
+    required = {f.name for f in dataclasses.fields(C.Declaration)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    assert required == REQUIRED
+    for name in required:
         full = dataclasses.asdict(_decl())
         full.pop(name)
         with pytest.raises(TypeError, match=name):
             C.Declaration(**full)
+    minimal = C.Declaration(**{k: v for k, v in dataclasses.asdict(_decl()).items() if k in REQUIRED})
+    assert (minimal.kind, minimal.on_rule_holds, minimal.rule, minimal.premises, minimal.headline) == (
+        "paper claim", "reproduced", None, (), False)
+    assert fields - REQUIRED == {"paper", "kind", "on_rule_holds", "paper_number", "rule", "effect", "premises",
+                                 "family", "would_decide", "headline"}
+
+
+@pytest.mark.parametrize("kind,word", [("reviewer objection", "upheld"), ("consistency check", "consistent"),
+                                       ("our hypothesis", "supported"), ("transcription", "consistent")])
+def test_a_rule_that_holds_reads_as_the_kinds_first_word_by_default(kind, word):
+    assert _decl(kind=kind, on_rule_holds="").on_rule_holds == word
+
+
+def test_a_table_gives_its_paper_to_declarations_that_name_none():
+    table = C.DeclarationTable("bat", [_decl(paper="")])
+    assert next(iter(table.values())).paper == "bat"
+    with pytest.raises(ValueError, match="paper"):
+        C.DeclarationTable("bat", [_decl(paper="evit")])
 
 
 @pytest.mark.parametrize("field,value", [("kind", "claim"), ("setting", "somewhere"),

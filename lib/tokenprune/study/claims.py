@@ -107,7 +107,12 @@ def _fields(template: str) -> set[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class Declaration:
-    """One claim as declared before any data: every field is given explicitly (none has a default).
+    """One claim as declared before any data: what is particular to it is given, what most claims share defaults.
+
+    Given always: ``id``, ``statement``, ``quote``, ``where``, ``unit``, ``setting`` and ``section``. Defaults: the
+    ``paper`` of the :class:`DeclarationTable` it is declared in, a ``paper claim`` whose rule that holds reads as its
+    kind's first word (``on_rule_holds``: ``reproduced``, ``supported``, ``upheld``, ``consistent``), no paper number,
+    no rule, no effect in dispute, no premises, no family, nothing that would decide it elsewhere, not a headline.
 
     ``id`` and the texts may hold ``{name}`` fields (e.g. ``keep{keep:g}``) filled at filing from ``keys``, so that one
     declaration covers a claim repeated per keep rate; ``paper_number`` is a path into
@@ -119,25 +124,27 @@ class Declaration:
     """
 
     id: str
-    paper: str
     statement: str
     quote: str
     where: str
-    kind: str
-    on_rule_holds: str
-    paper_number: Optional[tuple]
-    rule: Any
     unit: str
-    effect: Optional[float]
-    premises: tuple[str, ...]
     setting: str
     section: str
-    family: Optional[str]
-    would_decide: Optional[str]
-    headline: bool
+    paper: str = ""
+    kind: str = "paper claim"
+    on_rule_holds: str = ""
+    paper_number: Optional[tuple] = None
+    rule: Any = None
+    effect: Optional[float] = None
+    premises: tuple[str, ...] = ()
+    family: Optional[str] = None
+    would_decide: Optional[str] = None
+    headline: bool = False
 
     def __post_init__(self) -> None:
         verdicts_of(self.kind)
+        if not self.on_rule_holds:
+            object.__setattr__(self, "on_rule_holds", VOCABULARY[self.kind][0])
         if self.setting not in SETTINGS:
             raise ValueError(f"setting: must be one of {', '.join(map(repr, SETTINGS))}; got {self.setting!r} "
                              f"({self.id})")
@@ -317,6 +324,8 @@ class DeclarationTable(Mapping[str, Declaration]):
         self.paper = paper
         self._by_id: dict[str, Declaration] = {}
         for d in declarations:
+            if not d.paper:
+                d = dataclasses.replace(d, paper=paper)
             if d.paper != paper:
                 raise ValueError(f"paper: {d.id} is declared for {d.paper!r} in the table of {paper!r}")
             if d.id in self._by_id:
