@@ -98,6 +98,23 @@ def test_a_claim_refuses_a_verdict_of_another_kind_and_a_long_why():
     assert filed.why == "the interval lies below" and filed.details == {"context": "context", "reason": long}
 
 
+@pytest.mark.parametrize("text,limit,want", [
+    ("short", 200, "short"),
+    ("the ratio 1.530 [1.198, 1.642] is wide", 26, "the ratio 1.530…"),
+    ("the ratio 1.530 [1.198, 1.642] is wide", 14, "the ratio…"),
+    ("a gap of +12.34 points", 14, "a gap of…"),
+    ("a gap of +12.34 points", 17, "a gap of +12.34…"),
+    ("words only, cut in a word", 18, "words only, cut i…"),
+])
+def test_a_why_is_shortened_in_one_place_never_inside_a_number_or_an_interval(text, limit, want):
+    assert C.shorten(text, limit) == want and len(want) <= limit
+
+
+def test_too_long_measures_the_joined_why():
+    assert not C.too_long("x" * C.MAX_WHY) and C.too_long("x" * (C.MAX_WHY - 1), "")
+    assert C.too_long("x" * 100, "y" * 99) and not C.too_long("x" * 100, "y" * 98)
+
+
 def test_premises_are_declared_and_gate_the_decision():
     rep = R.Report("01_evit", profile="default")
     decl = _decl(premises=("proxy: C5",))

@@ -24,7 +24,7 @@ import pandas as pd
 from tokenprune.data import synthetic
 from tokenprune.measure import metrics, power
 from tokenprune.study import paper_runs, verdicts
-from tokenprune.study.claims import MAX_WHY, Declaration, declared_premises, file_claim, gate_by_premises
+from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises, too_long
 from tokenprune.study.decoupling import claims as decl
 from tokenprune.study.decoupling.cost import fast_values
 from tokenprune.study.decoupling.data import PAPER_DATASET, PAPER_DIRS, Setting
@@ -82,10 +82,10 @@ def _file(rep: Any, d: Declaration, decision: Decision, *, keys: Mapping[str, An
     one why; an engine reason too long for a why is kept in ``details`` and the summary stands for it."""
     details = dict(details or {})
     premises = {k: v for k, v in premises.items() if k in d.premises}
-    if len(_gated_why(rep, d, decision, premises)) > MAX_WHY:
+    if too_long(_gated_why(rep, d, decision, premises)):
         details["rule's reason"] = decision.why
         decision, summary = Decision(decision.verdict, summary, decision.rule), ""
-    if summary and len(_gated_why(rep, d, decision, premises)) + 2 + len(summary) > MAX_WHY:
+    if summary and too_long(_gated_why(rep, d, decision, premises), summary):
         details["summary"], summary = summary, ""
     return file_claim(rep, d, decision, keys=keys, why=summary, details=details or None, premises=premises,
                       **values)

@@ -16,7 +16,7 @@ from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison, prune_sweep
 from tokenprune.study import verdicts
-from tokenprune.study.claims import MAX_WHY
+from tokenprune.study.claims import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
 from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file_on_base, image_design, interval,
                                                part_summary, part_text)
@@ -118,7 +118,7 @@ def _beats(rep, cid: str, parts: list, preds: dict, effects: Sequence[float], ro
     file_on_base(rep, cid, det.gate(decl.rule([lb for lb, _ in parts]).decide(values)), profile=cfg.profile,
                  base_run=getattr(subjects, "base_run", None), keys=keys or {}, paper_value=paper_value,
                  our_value=round(row.top1_diff * 100, 2), ci=[row.top1_diff_low * 100, row.top1_diff_high * 100],
-                 design=det.record(), why=f"{part_text(*parts[lead])}; binding part {bind}"[:MAX_WHY - 40],
+                 design=det.record(), why=shorten(f"{part_text(*parts[lead])}; binding part {bind}", MAX_WHY - 40),
                  details={"parts": [part_summary(lb, c) for lb, c in parts], "effects in dispute": list(effects),
                           "design": det.design.text()})
 
