@@ -7,7 +7,7 @@ from typing import Sequence
 
 from tokenprune.study import verdicts
 from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
-from tokenprune.study.claims import Declaration, DeclarationTable
+from tokenprune.study.claims import Declaration, DeclarationTable, paper_number
 from tokenprune.study.paper_runs import FULL_SCHEDULE
 from tokenprune.study.proxy import MOVED
 
@@ -106,15 +106,13 @@ _FT = (MOVED, PROXY_BAR, PROXY_CHOSEN)
 
 def _paper_scale(keep: float, fused: bool) -> Declaration:
     """Table 2's top-1 of EViT-DeiT-S trained at ``keep`` with or without fusion, decided on the paper profile's run."""
-    column = "top1" if fused else "top1_no_fusion"
-    from tokenprune.study.paper_numbers import EVIT
-
-    top1 = EVIT["deit_small_patch16_224"]["keep"][keep][column]
+    path = ("EVIT", "deit_small_patch16_224", "keep", keep, "top1" if fused else "top1_no_fusion")
+    top1 = paper_number(path)
     return Declaration(
         id=f"evit.paper_scale.top1.deit_s.keep{keep:g}" + ("" if fused else ".dropped"),
         statement=f"DeiT-S trained with EViT at keep {keep:g} {'with' if fused else 'without'} fusion reaches {top1} % "
                   "ImageNet top-1", quote=_README, where="EViT README / Table 2",
-        paper_number=("EVIT", "deit_small_patch16_224", "keep", keep, column),
+        paper_number=path,
         rule=verdicts.Magnitude(top1, 0.0, unit="% top-1"), unit="% top-1", premises=(FULL_SCHEDULE,),
         setting="paper-scale run", section="§4", headline=fused and keep == 0.7)
 

@@ -23,9 +23,9 @@ from tokenprune.measure.power import Design
 from tokenprune.methods import oracle  # registers the oracle_attention scorer
 from tokenprune.study import calibration, verdicts
 from tokenprune.study.calibration import PROXY_CHOSEN
+from tokenprune.study.claims import paper_number
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, HIRES_USABLE, ORACLE_GUIDES
-from tokenprune.study.paper_numbers import EVIT_TEXT
 from tokenprune.study.proxy import Comparison, EvaluatedModel, Gated, gated, worst_design
 from tokenprune.training import loop as tp_train
 
@@ -288,7 +288,8 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
     premise that the unpruned higher-resolution model is not significantly worse than the 28-px one and gated by its
     design (the effect in dispute: DeiT-S's gain); fine-tuned, ``not testable here`` with what would decide it."""
     size, full = cfg.hires_img_size, model.full
-    effect = EVIT_TEXT["higher_res_gain_deit_s_pp"]
+    decl = CLAIMS["evit.t5.higher_res_equal_macs.off_the_shelf"]
+    effect = paper_number(decl.paper_number)
     pre28 = model.base.tp_preprocess
     hr = copy.deepcopy(model.base)
     hr.set_input_size(img_size=(size, size))
@@ -309,14 +310,13 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
 
     a, a_full = hr_preds[f"{size} px EViT@{k_hr:g}"], hr_preds[f"{size} px unpruned"]
     c, control = model.compare(a, full), model.compare(a_full, full)
-    decl = CLAIMS["evit.t5.higher_res_equal_macs.off_the_shelf"]
     decision = decl.rule.decide(c.diff, c.low, c.high, p=c.p)
     # the premise is checked only where the comparison is not reproduced (the rule as first written)
     usable = verdicts.Premise(
         HIRES_USABLE, not (control.high < 0 and decision.verdict != "reproduced"),
         f"unpruned {size} px minus 28 px: {verdicts.fmt_interval(control.diff, control.low, control.high)} points")
     g = gated(decision, effect, model.design(a, full))
-    file(rep, decl, g.decision, keys={"size": size}, our_value=round(c.diff, 3),
+    file(rep, decl, g.decision, keys={"size": size}, paper_value=effect, our_value=round(c.diff, 3),
          ci=[round(c.low, 3), round(c.high, 3)], design=g.design,
          premises={HIRES_USABLE: usable, PROXY_CHOSEN: calibration.proxy_premise(model.name)},
          why=f"off the shelf, {len(model.y)} images of {model.name}; {hr_gmacs:.4f} vs {model.gmacs:.4f} GMACs "

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from tokenprune.study import verdicts
 from tokenprune.study.calibration import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
-from tokenprune.study.claims import Declaration, DeclarationTable
+from tokenprune.study.claims import Declaration, DeclarationTable, paper_number
 from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.study.paper_numbers import VARMEDAD_SOURCE as SRC
 from tokenprune.study.paper_runs import FULL_SCHEDULE, paper_scale_id
@@ -304,7 +304,7 @@ TOP1 = {
 
 def _top1(key: str, scale: bool) -> Declaration:
     name, path, quote, where = TOP1[key]
-    value = VM[path[1]][path[2]] if len(path) == 3 else VM[path[1]][path[2]][path[3]]
+    value = paper_number(path)
     how = "without pruning" if name == "unpruned" else f"with {name} at r = {R_MAIN}"
     return Declaration(
         id=f"varmedad.{'paper_scale.' if scale else ''}top1.{key}",
