@@ -49,6 +49,14 @@ def test_a_rule_that_holds_reads_as_the_kinds_first_word_by_default(kind, word):
     assert _decl(kind=kind, on_rule_holds="").on_rule_holds == word
 
 
+def test_a_rule_is_always_called_to_give_the_object_that_decides():
+    fixed = _decl()
+    assert isinstance(fixed.rule, C.Fixed) and fixed.rule().decide(79.5, 79.4, 79.6).verdict == "reproduced"
+    assert dataclasses.replace(fixed, id="z").rule is fixed.rule
+    derived = _decl(rule=lambda paper: V.Magnitude(paper=paper, tolerance=0.5))
+    assert derived.rule(80.0).paper == 80.0 and _decl(rule=None).rule is None
+
+
 def test_a_table_gives_its_paper_to_declarations_that_name_none():
     table = C.DeclarationTable("bat", [_decl(paper="")])
     assert next(iter(table.values())).paper == "bat"

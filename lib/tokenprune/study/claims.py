@@ -37,6 +37,7 @@ __all__ = [
     "declared_premises",
     "ALL_VERDICTS",
     "Declaration",
+    "Fixed",
     "DeclarationTable",
     "verdicts_of",
     "outcome_of",
@@ -103,6 +104,17 @@ def outcome_of(kind: str, on_rule_holds: str, verdict: str) -> str:
     raise ValueError(f"verdict: {verdict!r} is not a verdict of a {kind!r} ({', '.join(verdicts_of(kind))})")
 
 
+@dataclass(frozen=True)
+class Fixed:
+    """A rule fixed in its declaration (a :mod:`tokenprune.study.verdicts` object), called as every declared rule is:
+    ``decl.rule()`` gives it."""
+
+    rule: Any
+
+    def __call__(self) -> Any:
+        return self.rule
+
+
 def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
@@ -119,8 +131,9 @@ class Declaration:
     ``id`` and the texts may hold ``{name}`` fields (e.g. ``keep{keep:g}``) filled at filing from ``keys``, so that one
     declaration covers a claim repeated per keep rate; ``paper_number`` is a path into
     :mod:`tokenprune.study.paper_numbers` (a tuple of keys whose string elements may also be ``{name}`` fields), or
-    None when the paper gives no number. ``rule`` is the verdict-engine object that decides it, or a callable that
-    derives it from named inputs (its formula fixed here), or None when this machine cannot decide it (then
+    None when the paper gives no number. ``rule`` is always called to give the verdict-engine object that decides the
+    claim: declared as that object (kept as :class:`Fixed`, ``decl.rule()``) or as a function that derives it from
+    named inputs (its formula fixed here, ``decl.rule(paper_gmacs)``); None when this machine cannot decide it (then
     ``would_decide`` says what would). ``premises`` name the premises (registered on the report with
     :meth:`tokenprune.study.report.Report.add_premise`) that must hold before the rule's verdict counts.
     """
@@ -147,6 +160,8 @@ class Declaration:
         verdicts_of(self.kind)
         if not self.on_rule_holds:
             object.__setattr__(self, "on_rule_holds", VOCABULARY[self.kind][0])
+        if self.rule is not None and not callable(self.rule):
+            object.__setattr__(self, "rule", Fixed(self.rule))
         if self.setting not in SETTINGS:
             raise ValueError(f"setting: must be one of {', '.join(map(repr, SETTINGS))}; got {self.setting!r} "
                              f"({self.id})")

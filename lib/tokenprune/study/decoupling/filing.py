@@ -442,7 +442,7 @@ def file_cost_claim(rep: Any, scorer_macs: Optional[pd.DataFrame]) -> Any:
         return file_unmeasured(rep, d, verdicts.not_testable("the scorer MAC table was not computed"), paper_value=pv)
     v, vb = fast_values(scorer_macs), fast_values(scorer_macs, "deit_base_patch16_224")
     worst = float(v.extra_pct_of_unpruned.max())
-    decision = d.rule.decide(worst <= decl.FAST_TOLERANCE_PCT, f"extra MACs {worst:.3f} % of the unpruned model's "
+    decision = d.rule().decide(worst <= decl.FAST_TOLERANCE_PCT, f"extra MACs {worst:.3f} % of the unpruned model's "
                                                                f"exceed {decl.FAST_TOLERANCE_PCT:g} %")
     return _file(rep, d, decision, keys={}, paper_value=pv, our_value=round(worst, 3),
                  summary=f"DeiT-B up to {vb.extra_pct_of_unpruned.max():.3f} %; analytic MACs: the head is a dense "

@@ -126,7 +126,7 @@ def fusion_overhead_claim(rep: Any, macs: pd.DataFrame, model_name: str = "deit_
     worst_k = float(excess.idxmax())
     differ = [f"{k:g}" for k in piv.index[~same.to_numpy()]]
     decl = CLAIMS[f"evit.t2.fusion_no_overhead.{SHORT.get(model_name, model_name)}"]
-    decision = decl.rule.decide(bool(same.all()), f"at keep {', '.join(differ)} the fused model prints more GMACs; "
+    decision = decl.rule().decide(bool(same.all()), f"at keep {', '.join(differ)} the fused model prints more GMACs; "
                                                   "the fused token is one more token in every later block"
                                 if differ else "")
     file(rep, decl, decision, paper_value=0.0, our_value=round(float(excess.max()), 5),
@@ -151,7 +151,7 @@ def oracle_init_macs_claim(rep: Any, macs: pd.DataFrame, tolerance_pp: float = O
     m = patch(timm.create_model("deit_small_patch16_224"), keep_rate=0.7)
     k_need = flops.keep_rate_for_macs(m, (1 - want / 100) * base * 1e9)
     printed = 100 * (1 - _DEIT_S["keep"][0.7]["gmacs"] / _DEIT_S["baseline"]["gmacs"])
-    decision = decl.rule.decide(abs(red[k_best] - want) <= tolerance_pp,
+    decision = decl.rule().decide(abs(red[k_best] - want) <= tolerance_pp,
                                 f"no keep rate of Table 2 gives -{want:.0f} %: the nearest, keep {k_best:g}, gives "
                                 f"-{red[k_best]:.1f} % (the printed 4.6 -> 3.0 GMACs of keep 0.7: -{printed:.1f} %)")
     file(rep, decl, decision, paper_value=want, our_value=round(red[k_best], 2),
@@ -180,14 +180,14 @@ def dynamicvit_claims(rep: Any, macs: pd.DataFrame, keep: float = 0.7) -> pd.Dat
     shape = {"DynamicViT-shaped": "tokenprune.methods.learned.PredictorHead (DynamicViT's PredictorLG, one score per "
                                   "token instead of two log-probabilities) at blocks 4/7/10 of DeiT-S, tokens dropped"}
     decl = CLAIMS["evit.t7.fewer_params_than_dynamicvit"]
-    file(rep, decl, decl.rule.decide(evit_params < dyn_params,
+    file(rep, decl, decl.rule().decide(evit_params < dyn_params,
                                      f"EViT {evit_params} >= DynamicViT-shaped {dyn_params}"),
          our_value=int(dyn_params - evit_params),
          why=f"counted: EViT {evit_params}, DynamicViT-shaped {dyn_params}; Table 7's counts are not in our "
              "sources",
          details=shape)
     decl = CLAIMS["evit.t7.same_macs_as_dynamicvit.keep{keep:g}"]
-    file(rep, decl, decl.rule.decide(abs(evit_g - dyn_g) <= 0.1,
+    file(rep, decl, decl.rule().decide(abs(evit_g - dyn_g) <= 0.1,
                                      f"EViT {evit_g:.3f} vs DynamicViT-shaped {dyn_g:.3f} GMACs"),
          keys={"keep": keep}, our_value=round(evit_g - dyn_g, 4),
          why=f"EViT {evit_g:.3f} GMACs (fused token included), DynamicViT-shaped {dyn_g:.3f} (predictors "

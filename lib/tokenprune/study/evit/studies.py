@@ -185,7 +185,7 @@ def tokens_to_tokens(rep: Any, model: EvaluatedModel, cfg: Any, preds: dict, kee
     sel = speed[(speed.model == cfg.t2t_bench_model) & (speed.config == "tokens_to_tokens")].iloc[0]
     decl = CLAIMS["evit.t10.t2t_slower"]
     decision = verdicts.Premise("at least 3 timing rounds", bool(sel["rounds"] >= 3), f"{sel['rounds']} rounds").gate(
-        decl.rule.decide(sel.speedup, sel.speedup_low, sel.speedup_high))
+        decl.rule().decide(sel.speedup, sel.speedup_low, sel.speedup_high))
     file(rep, decl, decision, keys={"model": cfg.t2t_bench_model}, timed=True, load=bench.load_from_row(sel),
          our_value=round(sel.speedup, 3), ci=[round(sel.speedup_low, 3), round(sel.speedup_high, 3)],
          why=f"side-by-side interleaved timing ({sel['device']}, batch {sel['batch']}, {sel['dtype']}, "
@@ -263,7 +263,7 @@ def oracle_at_block1(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame:
               "oracle": f"pretrained ViT-S/14 at {cfg.oracle_img_size} px"}
     c = model.compare(or_preds["oracle @1"], or_preds["own attention @1"])
     decl = CLAIMS["evit.t14.oracle_beats_own_attention_at_block1"]
-    g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), cfg.margin_pp,
+    g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), cfg.margin_pp,
               model.design(or_preds["oracle @1"], or_preds["own attention @1"]))
     on_model = {PROXY_CHOSEN: calibration.proxy_premise(model.name)}   # a classification model: 00's choice?
     file(rep, decl, g.decision, keys={"keep": k_or}, our_value=round(c.diff, 3),
@@ -310,7 +310,7 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
 
     a, a_full = hr_preds[f"{size} px EViT@{k_hr:g}"], hr_preds[f"{size} px unpruned"]
     c, control = model.compare(a, full), model.compare(a_full, full)
-    decision = decl.rule.decide(c.diff, c.low, c.high, p=c.p)
+    decision = decl.rule().decide(c.diff, c.low, c.high, p=c.p)
     # the premise is checked only where the comparison is not reproduced (the rule as first written)
     usable = verdicts.Premise(
         HIRES_USABLE, not (control.high < 0 and decision.verdict != "reproduced"),
