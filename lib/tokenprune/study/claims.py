@@ -1,11 +1,13 @@
 """Claims as data: what a claim is (its declaration), the verdicts each kind of claim may take, and filing.
 
-Each paper's package declares its claims in one table of :class:`Declaration` s (``study/<paper>/claims.py``):
-the source's words, where they are printed, the kind of claim, the paper's number (a path into
-:mod:`tokenprune.study.paper_numbers`), the rule that decides it (a :mod:`tokenprune.study.verdicts` object, its
-tolerance fixed in the declaration), the effect in dispute, the premises it rests on, the setting it is decided in
-and the notebook section that decides it. Experiments return measurements; :func:`file_claim` turns one
-declaration, the rule's :class:`~tokenprune.study.verdicts.Decision` and the measurement into a filed claim.
+Each paper's package declares its claims in one table of :class:`Declaration` s (``study/<paper>/claims.py``),
+each listing only what is particular to its claim (what most claims share has a default): the source's words, where
+they are printed, the kind of claim, the paper's number (a path into :mod:`tokenprune.study.paper_numbers`, read once
+through :func:`paper_number`), the rule that decides it (always called to give a :mod:`tokenprune.study.verdicts`
+object, its tolerance fixed in the declaration), the effect in dispute, the premises it rests on, the setting it is
+decided in and the notebook section that decides it. Experiments return measurements; :func:`file_claim` turns one
+declaration, the rule's :class:`~tokenprune.study.verdicts.Decision` and the measurement into a filed claim, its why
+one sentence (:func:`too_long` decides what moves into the details, :func:`shorten` is the one place a why is cut).
 
 The verdict engine speaks of a rule that holds (``reproduced``) or fails (``not reproduced``); each kind names
 those outcomes in its own words (:data:`VOCABULARY`), and a declaration says which word a rule that holds gives
@@ -460,10 +462,9 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     A premise that fails makes the claim ``inconclusive`` (or what the premise fails as) naming it; the rule's own
     verdict and reason are kept in ``details["rule alone"]``, each failed premise's detail in
     ``details["failed premises"]``, each held premise's limitation in ``details["limitations"]``. ``why`` (context) is
-    appended to the decision's reason: the result must stay one sentence of at most 200 characters (put longer
-    detail in ``details``). ``paper_value`` defaults to the declaration's paper number. ``premises`` gives, for this
-    filing only, the value of declared premises that depend on what was measured (e.g. the training runs a number
-    comes from); the others are the report's."""
+    appended to the decision's reason where both fit one why (:func:`_one_sentence`). ``paper_value`` defaults to the
+    declaration's paper number. ``premises`` gives, for this filing only, the value of declared premises that depend
+    on what was measured (e.g. the training runs a number comes from); the others are the report's."""
     details = dict(details or {})
     unknown = sorted(set(premises) - set(decl.premises))
     if unknown:
