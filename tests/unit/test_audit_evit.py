@@ -106,8 +106,8 @@ def test_the_paper_scale_declarations_decide_the_printed_top1():
                             (f"evit.paper_scale.top1.deit_s.keep{k:g}.dropped", "top1_no_fusion")):
             d = claims.CLAIMS[cid]
             assert d.premises == (paper_runs.FULL_SCHEDULE,)
-            assert d.rule.decide(row[column], row[column] - 0.1, row[column] + 0.1).verdict == "reproduced"
-            assert d.rule.decide(row[column] - 1, row[column] - 1.2, row[column] - 0.8).verdict == "not reproduced"
+            assert d.rule().decide(row[column], row[column] - 0.1, row[column] + 0.1).verdict == "reproduced"
+            assert d.rule().decide(row[column] - 1, row[column] - 1.2, row[column] - 0.8).verdict == "not reproduced"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -22,15 +22,46 @@ def _decl(**over) -> C.Declaration:
     return C.Declaration(**fields)
 
 
-def test_every_declaration_field_is_required():
+#: what a declaration must give (particular to each claim); everything else defaults to what most claims share
+REQUIRED = {"id", "statement", "quote", "where", "unit", "setting", "section"}
+
+
+def test_a_declaration_gives_what_is_particular_to_its_claim():
     fields = {f.name for f in dataclasses.fields(C.Declaration)}
-    assert not [f.name for f in dataclasses.fields(C.Declaration)
-                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING]
-    for name in fields:
+    required = {f.name for f in dataclasses.fields(C.Declaration)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    assert required == REQUIRED
+    for name in required:
         full = dataclasses.asdict(_decl())
         full.pop(name)
         with pytest.raises(TypeError, match=name):
             C.Declaration(**full)
+    minimal = C.Declaration(**{k: v for k, v in dataclasses.asdict(_decl()).items() if k in REQUIRED})
+    assert (minimal.kind, minimal.on_rule_holds, minimal.rule, minimal.premises, minimal.headline) == (
+        "paper claim", "reproduced", None, (), False)
+    assert fields - REQUIRED == {"paper", "kind", "on_rule_holds", "paper_number", "rule", "effect", "premises",
+                                 "family", "would_decide", "headline"}
+
+
+@pytest.mark.parametrize("kind,word", [("reviewer objection", "upheld"), ("consistency check", "consistent"),
+                                       ("our hypothesis", "supported"), ("transcription", "consistent")])
+def test_a_rule_that_holds_reads_as_the_kinds_first_word_by_default(kind, word):
+    assert _decl(kind=kind, on_rule_holds="").on_rule_holds == word
+
+
+def test_a_rule_is_always_called_to_give_the_object_that_decides():
+    fixed = _decl()
+    assert isinstance(fixed.rule, C.Fixed) and fixed.rule().decide(79.5, 79.4, 79.6).verdict == "reproduced"
+    assert dataclasses.replace(fixed, id="z").rule is fixed.rule
+    derived = _decl(rule=lambda paper: V.Magnitude(paper=paper, tolerance=0.5))
+    assert derived.rule(80.0).paper == 80.0 and _decl(rule=None).rule is None
+
+
+def test_a_table_gives_its_paper_to_declarations_that_name_none():
+    table = C.DeclarationTable("bat", [_decl(paper="")])
+    assert next(iter(table.values())).paper == "bat"
+    with pytest.raises(ValueError, match="paper"):
+        C.DeclarationTable("bat", [_decl(paper="evit")])
 
 
 @pytest.mark.parametrize("field,value", [("kind", "claim"), ("setting", "somewhere"),
@@ -73,6 +104,23 @@ def test_a_claim_refuses_a_verdict_of_another_kind_and_a_long_why():
     filed = C.file_claim(rep, _decl(id="y{keep}"), V.Decision("not reproduced", long, "rule"), keys={"keep": 0.7},
                          why="context")
     assert filed.why == "the interval lies below" and filed.details == {"context": "context", "reason": long}
+
+
+@pytest.mark.parametrize("text,limit,want", [
+    ("short", 200, "short"),
+    ("the ratio 1.530 [1.198, 1.642] is wide", 26, "the ratio 1.530…"),
+    ("the ratio 1.530 [1.198, 1.642] is wide", 14, "the ratio…"),
+    ("a gap of +12.34 points", 14, "a gap of…"),
+    ("a gap of +12.34 points", 17, "a gap of +12.34…"),
+    ("words only, cut in a word", 18, "words only, cut i…"),
+])
+def test_a_why_is_shortened_in_one_place_never_inside_a_number_or_an_interval(text, limit, want):
+    assert C.shorten(text, limit) == want and len(want) <= limit
+
+
+def test_too_long_measures_the_joined_why():
+    assert not C.too_long("x" * C.MAX_WHY) and C.too_long("x" * (C.MAX_WHY - 1), "")
+    assert C.too_long("x" * 100, "y" * 99) and not C.too_long("x" * 100, "y" * 98)
 
 
 def test_premises_are_declared_and_gate_the_decision():

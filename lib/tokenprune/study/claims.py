@@ -1,11 +1,13 @@
 """Claims as data: what a claim is (its declaration), the verdicts each kind of claim may take, and filing.
 
-Each paper's package declares its claims in one table of :class:`Declaration` s (``study/<paper>/claims.py``):
-the source's words, where they are printed, the kind of claim, the paper's number (a path into
-:mod:`tokenprune.study.paper_numbers`), the rule that decides it (a :mod:`tokenprune.study.verdicts` object, its
-tolerance fixed in the declaration), the effect in dispute, the premises it rests on, the setting it is decided in
-and the notebook section that decides it. Experiments return measurements; :func:`file_claim` turns one
-declaration, the rule's :class:`~tokenprune.study.verdicts.Decision` and the measurement into a filed claim.
+Each paper's package declares its claims in one table of :class:`Declaration` s (``study/<paper>/claims.py``),
+each listing only what is particular to its claim (what most claims share has a default): the source's words, where
+they are printed, the kind of claim, the paper's number (a path into :mod:`tokenprune.study.paper_numbers`, read once
+through :func:`paper_number`), the rule that decides it (always called to give a :mod:`tokenprune.study.verdicts`
+object, its tolerance fixed in the declaration), the effect in dispute, the premises it rests on, the setting it is
+decided in and the notebook section that decides it. Experiments return measurements; :func:`file_claim` turns one
+declaration, the rule's :class:`~tokenprune.study.verdicts.Decision` and the measurement into a filed claim, its why
+one sentence (:func:`too_long` decides what moves into the details, :func:`shorten` is the one place a why is cut).
 
 The verdict engine speaks of a rule that holds (``reproduced``) or fails (``not reproduced``); each kind names
 those outcomes in its own words (:data:`VOCABULARY`), and a declaration says which word a rule that holds gives
@@ -24,6 +26,8 @@ from tokenprune.utils.io import to_jsonable
 __all__ = [
     "PAPERS",
     "MAX_WHY",
+    "too_long",
+    "shorten",
     "Claim",
     "KINDS",
     "SETTINGS",
@@ -35,6 +39,7 @@ __all__ = [
     "declared_premises",
     "ALL_VERDICTS",
     "Declaration",
+    "Fixed",
     "DeclarationTable",
     "verdicts_of",
     "outcome_of",
@@ -103,43 +108,64 @@ def outcome_of(kind: str, on_rule_holds: str, verdict: str) -> str:
     raise ValueError(f"verdict: {verdict!r} is not a verdict of a {kind!r} ({', '.join(verdicts_of(kind))})")
 
 
+@dataclass(frozen=True)
+class Fixed:
+    """A rule fixed in its declaration (a :mod:`tokenprune.study.verdicts` object), called as every declared rule is:
+    ``decl.rule()`` gives it."""
+
+    rule: Any
+
+    def __call__(self) -> Any:
+        return self.rule
+
+
 def _fields(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
 @dataclass(frozen=True, kw_only=True)
 class Declaration:
-    """One claim as declared before any data: every field is given explicitly (none has a default).
+    """One claim as declared before any data: what is particular to it is given, what most claims share defaults.
+
+    Given always: ``id``, ``statement``, ``quote``, ``where``, ``unit``, ``setting`` and ``section``. Defaults: the
+    ``paper`` of the :class:`DeclarationTable` it is declared in, a ``paper claim`` whose rule that holds reads as its
+    kind's first word (``on_rule_holds``: ``reproduced``, ``supported``, ``upheld``, ``consistent``), no paper number,
+    no rule, no effect in dispute, no premises, no family, nothing that would decide it elsewhere, not a headline.
 
     ``id`` and the texts may hold ``{name}`` fields (e.g. ``keep{keep:g}``) filled at filing from ``keys``, so that one
     declaration covers a claim repeated per keep rate; ``paper_number`` is a path into
     :mod:`tokenprune.study.paper_numbers` (a tuple of keys whose string elements may also be ``{name}`` fields), or
-    None when the paper gives no number. ``rule`` is the verdict-engine object that decides it, or a callable that
-    derives it from named inputs (its formula fixed here), or None when this machine cannot decide it (then
+    None when the paper gives no number. ``rule`` is always called to give the verdict-engine object that decides the
+    claim: declared as that object (kept as :class:`Fixed`, ``decl.rule()``) or as a function that derives it from
+    named inputs (its formula fixed here, ``decl.rule(paper_gmacs)``); None when this machine cannot decide it (then
     ``would_decide`` says what would). ``premises`` name the premises (registered on the report with
     :meth:`tokenprune.study.report.Report.add_premise`) that must hold before the rule's verdict counts.
     """
 
     id: str
-    paper: str
     statement: str
     quote: str
     where: str
-    kind: str
-    on_rule_holds: str
-    paper_number: Optional[tuple]
-    rule: Any
     unit: str
-    effect: Optional[float]
-    premises: tuple[str, ...]
     setting: str
     section: str
-    family: Optional[str]
-    would_decide: Optional[str]
-    headline: bool
+    paper: str = ""
+    kind: str = "paper claim"
+    on_rule_holds: str = ""
+    paper_number: Optional[tuple] = None
+    rule: Any = None
+    effect: Optional[float] = None
+    premises: tuple[str, ...] = ()
+    family: Optional[str] = None
+    would_decide: Optional[str] = None
+    headline: bool = False
 
     def __post_init__(self) -> None:
         verdicts_of(self.kind)
+        if not self.on_rule_holds:
+            object.__setattr__(self, "on_rule_holds", VOCABULARY[self.kind][0])
+        if self.rule is not None and not callable(self.rule):
+            object.__setattr__(self, "rule", Fixed(self.rule))
         if self.setting not in SETTINGS:
             raise ValueError(f"setting: must be one of {', '.join(map(repr, SETTINGS))}; got {self.setting!r} "
                              f"({self.id})")
@@ -319,6 +345,8 @@ class DeclarationTable(Mapping[str, Declaration]):
         self.paper = paper
         self._by_id: dict[str, Declaration] = {}
         for d in declarations:
+            if not d.paper:
+                d = dataclasses.replace(d, paper=paper)
             if d.paper != paper:
                 raise ValueError(f"paper: {d.id} is declared for {d.paper!r} in the table of {paper!r}")
             if d.id in self._by_id:
@@ -361,20 +389,44 @@ def paper_number(path: Optional[Sequence[Any]], keys: Mapping[str, Any] = {}) ->
     return value
 
 
+_NUMBER = frozenset("0123456789.")
+
+
+def too_long(*parts: str) -> bool:
+    """Whether ``parts`` joined as one why (``"; "`` between them) exceed :data:`MAX_WHY`: the one measure every
+    filing uses to decide what stays in a why and what moves into the claim's details."""
+    return len("; ".join(parts)) > MAX_WHY
+
+
+def shorten(text: str, limit: int = MAX_WHY) -> str:
+    """``text`` cut to at most ``limit`` characters, ending in an ellipsis: the one place a why is cut. The cut never
+    falls inside a number (``1.6|42`` backs off to before ``1.642``) or an interval (an unclosed ``[`` backs off to
+    before the ``[``), so that a number a why shows is one that was measured."""
+    if len(text) <= limit:
+        return text
+    end = limit - 1
+    opened = text.rfind("[", 0, end)
+    if opened > text.rfind("]", 0, end):
+        end = opened
+    if 0 < end < len(text) and text[end - 1] in _NUMBER and text[end] in _NUMBER | {"%"}:
+        while end > 0 and text[end - 1] in _NUMBER | {"+", "-", "−"}:
+            end -= 1
+    return text[:end].rstrip() + "…"
+
+
 def _one_sentence(reason: str, context: str, details: dict) -> str:
     """The claim's why: the rule's reason with ``context`` when both fit :data:`MAX_WHY`; else the reason alone (the
     context kept in ``details["context"]``), its first clause when even that is longer (the whole reason kept in
-    ``details["reason"]``)."""
-    joined = "; ".join(w for w in (reason, context) if w)
-    if len(joined) <= MAX_WHY:
-        return joined
+    ``details["reason"]``), :func:`shorten` when the clause is too."""
+    parts = [w for w in (reason, context) if w]
+    if not too_long(*parts):
+        return "; ".join(parts)
     if context:
         details["context"] = context
-    if len(reason) <= MAX_WHY:
+    if not too_long(reason):
         return reason
     details["reason"] = reason
-    first = reason.split("; ")[0]
-    return first if len(first) <= MAX_WHY else first[: MAX_WHY - 1].rstrip() + "…"
+    return shorten(reason.split("; ")[0])
 
 
 def gating_order(premises: Sequence[Any]) -> list[Any]:
@@ -412,10 +464,9 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     A premise that fails makes the claim ``inconclusive`` (or what the premise fails as) naming it; the rule's own
     verdict and reason are kept in ``details["rule alone"]``, each failed premise's detail in
     ``details["failed premises"]``, each held premise's limitation in ``details["limitations"]``. ``why`` (context) is
-    appended to the decision's reason: the result must stay one sentence of at most 200 characters (put longer
-    detail in ``details``). ``paper_value`` defaults to the declaration's paper number. ``premises`` gives, for this
-    filing only, the value of declared premises that depend on what was measured (e.g. the training runs a number
-    comes from); the others are the report's."""
+    appended to the decision's reason where both fit one why (:func:`_one_sentence`). ``paper_value`` defaults to the
+    declaration's paper number. ``premises`` gives, for this filing only, the value of declared premises that depend
+    on what was measured (e.g. the training runs a number comes from); the others are the report's."""
     details = dict(details or {})
     unknown = sorted(set(premises) - set(decl.premises))
     if unknown:

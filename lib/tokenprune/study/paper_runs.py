@@ -238,7 +238,7 @@ def file_top1_claim(rep: Any, decl: Any, top1: float, low: float, high: float, *
     :data:`FULL_SCHEDULE`), its premise judged on the ``runs`` it was measured on."""
     from tokenprune.study.claims import file_claim
 
-    return file_claim(rep, decl, decl.rule.decide(top1, low, high), keys=keys, our_value=round(top1, 2),
+    return file_claim(rep, decl, decl.rule().decide(top1, low, high), keys=keys, our_value=round(top1, 2),
                       ci=[round(low, 2), round(high, 2)], why=why,
                       premises={FULL_SCHEDULE: full_schedule_premise(runs)})
 

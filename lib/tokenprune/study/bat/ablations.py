@@ -97,7 +97,7 @@ def file_ablation_claims(rep: Any, abl_preds: Mapping[str, Any], full_preds: Map
         decl = CLAIMS[f"bat.ablation.{cid}.keep{{keep:g}}"]
         assert decl.effect == effect_ablation(cid)[0]
         a, b, where = pick(f"{a_name} @ {r_abl:g}", f"{b_name} @ {r_abl:g}", full_preds, abl_preds)
-        res = paired_decision(a.correct, b.correct, decl.effect, n_test, max_scale, decl.rule, seed=seed)
+        res = paired_decision(a.correct, b.correct, decl.effect, n_test, max_scale, decl.rule(), seed=seed)
         decision, details = brief(res.decision, res.brief(where, decl.effect),
                                   {"mcnemar_p": res.mcnemar_p, "effect_source": effect_ablation(cid)[1],
                                    "variant": VARIANT})

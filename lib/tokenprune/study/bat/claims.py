@@ -72,136 +72,112 @@ def _direction_pp() -> Direction:
 
 _MACS = [
     Declaration(
-        id="bat.macs.deit_s.keep{keep:g}", paper="bat",
+        id="bat.macs.deit_s.keep{keep:g}", kind="consistency check",
         statement="DeiT-S with BAT inside EViT's budget (merge_dpcknn_budget: EViT's n_keep + 1 tokens per location) "
-                  "costs the printed GMACs at keep {keep:g}",
-        quote=_TABLE1, where=_T1, kind="consistency check", on_rule_holds="consistent",
-        paper_number=("BAT", DEIT_S, "keep", "{keep}", "gmacs"), rule=printed_gmacs_rule, unit="GMACs", effect=None,
-        premises=(), setting="analytic at paper scale", section="§2", family=None, would_decide=None,
-        headline=False),
+                  "costs the printed GMACs at keep {keep:g}", quote=_TABLE1, where=_T1,
+        paper_number=("BAT", DEIT_S, "keep", "{keep}", "gmacs"), rule=printed_gmacs_rule, unit="GMACs",
+        setting="analytic at paper scale", section="§2"),
     Declaration(
-        id="bat.macs.deit_s.plus_clusters_variant", paper="bat",
+        id="bat.macs.deit_s.plus_clusters_variant", kind="our hypothesis",
         statement="The BAT variant of the accuracy comparisons (merge_dpcknn: n_keep attentive tokens + the clusters "
-                  "per location) costs the printed column at the paper's keep rates",
-        quote="none: our hypothesis", where="Table 1; the variant is ours (the repository has no code)",
-        kind="our hypothesis", on_rule_holds="supported", paper_number=None,
+                  "per location) costs the printed column at the paper's keep rates", quote="none: our hypothesis",
+        where="Table 1; the variant is ours (the repository has no code)",
         rule=Condition("reproduced when the model MACs of merge_dpcknn at each of the six keep rates, rounded to "
-                       "0.1, equal the printed figures"),
-        unit="rates", effect=None, premises=(), setting="analytic at paper scale", section="§2", family=None,
-        would_decide=None, headline=False),
+                       "0.1, equal the printed figures"), unit="rates", setting="analytic at paper scale",
+        section="§2"),
     Declaration(
-        id="bat.macs.deit_s.counts_clustering", paper="bat",
+        id="bat.macs.deit_s.counts_clustering",
         statement="BAT's MAC column covers the whole operator, the clustering (O(M^2 C) distances) included "
-                  "(variant: BAT inside EViT's budget)",
-        quote=_TABLE1, where=_T1 + "; what the column counts", kind="paper claim", on_rule_holds="reproduced",
-        paper_number=None, rule=COUNTS_CLUSTERING_RULE, unit="rates", effect=None, premises=(),
-        setting="analytic at paper scale", section="§2", family=None, would_decide=None, headline=False),
+                  "(variant: BAT inside EViT's budget)", quote=_TABLE1, where=_T1 + "; what the column counts",
+        rule=COUNTS_CLUSTERING_RULE, unit="rates", setting="analytic at paper scale", section="§2"),
     Declaration(
-        id="bat.macs.deit_s.authors_log", paper="bat",
+        id="bat.macs.deit_s.authors_log", kind="transcription",
         statement="The printed MAC column is the authors' own counter (first line of each training log) rounded "
-                  "to 0.1",
-        quote=_TABLE1, where="Table 1 vs BWLONG/BeyondAttentiveTokens log/Ours-<rho>.log (GMACs line)",
-        kind="transcription", on_rule_holds="consistent", paper_number=None,
+                  "to 0.1", quote=_TABLE1,
+        where="Table 1 vs BWLONG/BeyondAttentiveTokens log/Ours-<rho>.log (GMACs line)",
         rule=Condition("reproduced when round(log GMACs, 1) equals the printed GMACs at each of the six keep rates"),
-        unit="rates", effect=None, premises=(), setting="from the sources", section="§2", family=None,
-        would_decide=None, headline=False),
+        unit="rates", setting="from the sources", section="§2"),
     Declaration(
-        id="bat.macs.deit_t.baseline", paper="bat",
+        id="bat.macs.deit_t.baseline", kind="consistency check",
         statement="Unpruned DeiT-T costs the printed 1.3 GMACs (a baseline's own number as BAT's Table 1 prints it)",
-        quote='"DeiT-T: 72.3 / 0.8 (baseline 72.2 / 1.3)"', where=_T1, kind="consistency check",
-        on_rule_holds="consistent", paper_number=("BAT", DEIT_T, "baseline", "gmacs"),
-        rule=Rounded(BAT[DEIT_T]["baseline"]["gmacs"]), unit="GMACs", effect=None, premises=(),
-        setting="analytic at paper scale", section="§2", family=None, would_decide=None, headline=False),
+        quote='"DeiT-T: 72.3 / 0.8 (baseline 72.2 / 1.3)"', where=_T1,
+        paper_number=("BAT", DEIT_T, "baseline", "gmacs"), rule=Rounded(BAT[DEIT_T]["baseline"]["gmacs"]), unit="GMACs",
+        setting="analytic at paper scale", section="§2"),
     Declaration(
-        id="bat.macs.deit_t.keep0.7", paper="bat",
+        id="bat.macs.deit_t.keep0.7",
         statement="DeiT-T with BAT costs the printed 0.8 GMACs (keep rate not printed with it; 0.7 assumed, as for "
-                  "DeiT-S's headline; BAT inside EViT's budget)",
-        quote='"DeiT-T: 72.3 / 0.8 (baseline 72.2 / 1.3)"', where=_T1, kind="paper claim",
-        on_rule_holds="reproduced", paper_number=("BAT", DEIT_T, "bat", "gmacs"),
-        rule=Rounded(BAT[DEIT_T]["bat"]["gmacs"]), unit="GMACs", effect=None, premises=(),
-        setting="analytic at paper scale", section="§2", family=None, would_decide=None, headline=False),
+                  "DeiT-S's headline; BAT inside EViT's budget)", quote='"DeiT-T: 72.3 / 0.8 (baseline 72.2 / 1.3)"',
+        where=_T1, paper_number=("BAT", DEIT_T, "bat", "gmacs"), rule=Rounded(BAT[DEIT_T]["bat"]["gmacs"]),
+        unit="GMACs", setting="analytic at paper scale", section="§2"),
     Declaration(
-        id="bat.params.none_added", paper="bat",
+        id="bat.params.none_added",
         statement="BAT adds no parameters to DeiT-S (its training logs print DeiT-S's own count)",
         quote='"parameter-free operator at blocks 4/7/10"', where="Sec. 3; log/Ours-<rho>.log ('number of params')",
-        kind="paper claim", on_rule_holds="reproduced", paper_number=("BAT", DEIT_S, "log_params"),
+        paper_number=("BAT", DEIT_S, "log_params"),
         rule=Condition("reproduced when the parameter count of timm deit_small_patch16_224 patched with merge_dpcknn "
-                       "equals the unpatched count and the count in the authors' logs"),
-        unit="parameters", effect=None, premises=(), setting="analytic at paper scale", section="§2", family=None,
-        would_decide=None, headline=False),
+                       "equals the unpatched count and the count in the authors' logs"), unit="parameters",
+        setting="analytic at paper scale", section="§2"),
     Declaration(
-        id="bat.secondary.loss_objective", paper="bat",
+        id="bat.secondary.loss_objective", kind="transcription",
         statement="BAT trains with the summary's objective L = alpha L_imp + beta L_div: the summary checked against "
                   "the paper, which trains with the classification loss alone",
         quote='"The overall objective function combines importance preservation and diversity maximization"',
-        where=f"{_SUMMARY} Sec. 2.3 vs shared/papers/README.md ('no extra loss exists')", kind="transcription",
-        on_rule_holds="consistent", paper_number=("BAT", "training_loss"),
-        rule=Exact(BAT["training_loss"], what="summary's objective"), unit="training objective", effect=None,
-        premises=(SUMMARY_STATES,), setting="from the sources", section="§2", family=None, would_decide=None,
-        headline=False),
+        where=f"{_SUMMARY} Sec. 2.3 vs shared/papers/README.md ('no extra loss exists')",
+        paper_number=("BAT", "training_loss"), rule=Exact(BAT["training_loss"], what="summary's objective"),
+        unit="training objective", premises=(SUMMARY_STATES,), setting="from the sources", section="§2"),
     Declaration(
-        id="bat.baseline.tome.deit_s.r{r}", paper="bat",
+        id="bat.baseline.tome.deit_s.r{r}", kind="consistency check",
         statement="ToMe's own published cost: DeiT-S with r = {r} tokens merged in every block costs the printed "
                   "GFLOPs (fvcore's unit: a multiply-accumulate counts as one 'FLOP'); a check of our counter, not "
-                  "BAT's claim",
-        quote='"paper DeiT-S r=8/13/16: 3.4/2.7/2.3 GFLOPs"', where="ToMe (Bolya et al., ICLR 2023), as verified in "
-                                                                   "shared/papers/README.md",
-        kind="consistency check", on_rule_holds="consistent", paper_number=("TOME", DEIT_S, "r", "{r}", "gflops"),
-        rule=tome_gflops_rule, unit="GMACs", effect=None, premises=(), setting="analytic at paper scale",
-        section="§2", family=None, would_decide=None, headline=False),
+                  "BAT's claim", quote='"paper DeiT-S r=8/13/16: 3.4/2.7/2.3 GFLOPs"',
+        where="ToMe (Bolya et al., ICLR 2023), as verified in "
+              "shared/papers/README.md", paper_number=("TOME", DEIT_S, "r", "{r}", "gflops"), rule=tome_gflops_rule,
+        unit="GMACs", setting="analytic at paper scale", section="§2"),
 ]
 
 _SPEED = [
     Declaration(
-        id="bat.speed.clustering_cost.keep{keep:g}", paper="bat",
+        id="bat.speed.clustering_cost.keep{keep:g}", kind="reviewer objection", on_rule_holds="rejected",
         statement="The summary's flaw 'the clustering overhead isn't trivial', at keep {keep:g}: BAT's operator costs "
                   "more time than EViT's beyond what the printed column's 0.05-GMAC rounding can hide (variant: BAT "
-                  "inside EViT's budget, EViT's token counts)",
-        quote='"The clustering overhead isn\'t trivial"', where=f"{_SUMMARY} Sec. 4 'Strengths & Flaws'; Table 1 "
-                                                               "(equal MAC columns)",
-        kind="reviewer objection", on_rule_holds="rejected", paper_number=None, rule=clustering_cost_rule,
-        unit="% of forward time, BAT operator - EViT operator", effect=None, premises=(PRINTED_FIGURE, TIMED_PASSES),
-        setting="timed on this machine", section="§3", family=None, would_decide=None, headline=False),
+                  "inside EViT's budget, EViT's token counts)", quote='"The clustering overhead isn\'t trivial"',
+        where=f"{_SUMMARY} Sec. 4 'Strengths & Flaws'; Table 1 "
+              "(equal MAC columns)", rule=clustering_cost_rule, unit="% of forward time, BAT operator - EViT operator",
+        premises=(PRINTED_FIGURE, TIMED_PASSES), setting="timed on this machine", section="§3"),
 ]
 
 _PROXY_SCALE = [
     Declaration(
-        id="bat.proxy.gap_grows_at_low_keep", paper="bat",
+        id="bat.proxy.gap_grows_at_low_keep",
         statement="The BAT - EViT top-1 gap grows as the keep rate falls (diversity matters most at low keep rates)",
         quote='"outperforming pure importance-based methods which suffer significant accuracy degradation at low '
               'keep rates"',
         where=f"{_SUMMARY} Sec. 3.2; Table 1 vs EViT's README (gaps +0.1 / +0.4 / +0.5 at 0.7 / 0.6 / 0.5)",
-        kind="paper claim", on_rule_holds="reproduced", paper_number=None,
         rule=Direction("<", unit="pp per unit keep rate"), unit="pp top-1 per unit keep rate (slope)",
-        effect=abs(effects.paper_gap_slope()), premises=_PROXY, setting="proxy", section="§4", family=None,
-        would_decide=None, headline=True),
+        effect=abs(effects.paper_gap_slope()), premises=_PROXY, setting="proxy", section="§4", headline=True),
     Declaration(
-        id="bat.proxy.diversity.keep{keep:g}", paper="bat",
+        id="bat.proxy.diversity.keep{keep:g}",
         statement="BAT's kept token set is more diverse than EViT's at the MAC budget of EViT keep {keep:g}",
         quote='"this approach overlooks global token diversity, which is crucial for model expressivity"',
-        where=f"{_SUMMARY} Sec. 1 (the motivation)", kind="paper claim", on_rule_holds="reproduced",
-        paper_number=None, rule=Direction(">", unit="cosine distance"),
-        unit="mean pairwise cosine distance, BAT - EViT", effect=None, premises=_PROXY, setting="proxy",
-        section="§4", family="bat.proxy.diversity", would_decide=None, headline=False),
+        where=f"{_SUMMARY} Sec. 1 (the motivation)", rule=Direction(">", unit="cosine distance"),
+        unit="mean pairwise cosine distance, BAT - EViT", premises=_PROXY, setting="proxy", section="§4",
+        family="bat.proxy.diversity"),
     *[Declaration(
-        id=f"bat.proxy.vs_evit.keep{r:g}", paper="bat",
+        id=f"bat.proxy.vs_evit.keep{r:g}",
         statement=f"BAT is more accurate than EViT at the MAC budget of EViT keep {r:g} (direction only)",
         quote=_TABLE1 + " vs EViT's " + ('"0.7: 79.5 / 3.0 / 4385"' if r == 0.7 else '"0.5: 78.5 / 2.3 / 5408"'),
-        where="Table 1; EViT's README (shared/papers/README.md)", kind="paper claim", on_rule_holds="reproduced",
-        paper_number=None, rule=_direction_pp(), unit="pp top-1, BAT - EViT", effect=effects.effect_vs_evit(r)[0],
-        premises=_PROXY, setting="proxy", section="§4", family="bat.proxy.vs_evit", would_decide=None,
-        headline=True) for r in (0.7, 0.5)],
+        where="Table 1; EViT's README (shared/papers/README.md)", rule=_direction_pp(), unit="pp top-1, BAT - EViT",
+        effect=effects.effect_vs_evit(r)[0], premises=_PROXY, setting="proxy", section="§4",
+        family="bat.proxy.vs_evit", headline=True) for r in (0.7, 0.5)],
     Declaration(
-        id="bat.secondary.flaw_static_scores", paper="bat",
+        id="bat.secondary.flaw_static_scores", kind="reviewer objection",
         statement="The summary's flaw: BAT assumes static importance scores (the same tokens are important whatever "
                   "the input)",
         quote='"the method assumes static importance scores which might not hold in dynamic inference scenarios"',
-        where=f"{_SUMMARY} Sec. 4 'Strengths & Flaws'", kind="reviewer objection", on_rule_holds="upheld",
-        paper_number=None,
+        where=f"{_SUMMARY} Sec. 4 'Strengths & Flaws'",
         rule=Condition("reproduced when every image keeps the same attentive tokens at the first location "
                        "(importance that does not depend on the input)"),
-        unit="mean pairwise Jaccard of the attentive sets", effect=None, premises=(TWO_IMAGES,), setting="proxy",
-        section="§4", family=None, would_decide=None, headline=False),
+        unit="mean pairwise Jaccard of the attentive sets", premises=(TWO_IMAGES,), setting="proxy", section="§4"),
 ]
 
 _ABLATION_TEXT = {
@@ -216,110 +192,86 @@ _ABLATION_TEXT = {
 
 _ABLATIONS = [
     Declaration(
-        id=f"bat.ablation.{cid}.keep{{keep:g}}", paper="bat", statement=_ABLATION_TEXT[cid][0],
-        quote=_ABLATION_TEXT[cid][1],
+        id=f"bat.ablation.{cid}.keep{{keep:g}}", statement=_ABLATION_TEXT[cid][0], quote=_ABLATION_TEXT[cid][1],
         where=("shared/papers/README.md (the operator)" if cid == "pairing" else f"{_SUMMARY} Sec. 3.3"),
-        kind="paper claim", on_rule_holds="reproduced", paper_number=None, rule=_direction_pp(),
-        unit=f"pp top-1, {a} - {b}", effect=effects.effect_ablation(cid)[0], premises=_PROXY, setting="proxy",
-        section="§5", family="bat.ablation", would_decide=None, headline=False)
+        rule=_direction_pp(), unit=f"pp top-1, {a} - {b}", effect=effects.effect_ablation(cid)[0], premises=_PROXY,
+        setting="proxy", section="§5", family="bat.ablation")
     for cid, (a, b) in ABLATIONS.items()
 ]
 
 _FINETUNE = [
     Declaration(
-        id="bat.finetuned.vs_evit.keep{keep:g}", paper="bat",
+        id="bat.finetuned.vs_evit.keep{keep:g}",
         statement="After fine-tuning with pruning, BAT is more accurate than EViT at keep rate {keep:g} (effect in "
-                  "dispute: the printed gain at that rate, or the smallest printed one)",
-        quote=_TABLE1, where="Table 1 vs EViT's README", kind="paper claim", on_rule_holds="reproduced",
-        paper_number=None, rule=_direction_pp(), unit="pp top-1, BAT - EViT (mean over seeds)", effect=None,
-        premises=(TWO_SEEDS, MOVED, *_PROXY), setting="proxy", section="§6", family=None,
+                  "dispute: the printed gain at that rate, or the smallest printed one)", quote=_TABLE1,
+        where="Table 1 vs EViT's README", rule=_direction_pp(), unit="pp top-1, BAT - EViT (mean over seeds)",
+        premises=(TWO_SEEDS, MOVED, *_PROXY), setting="proxy", section="§6",
         would_decide=("pruning-aware fine-tuning of DeiT-S with BAT and with EViT by the paper's protocol (30 epochs "
-                      "of ImageNet-1k per run), 3 seeds each, then a paired test over seeds"),
-        headline=False),
+                     "of ImageNet-1k per run), 3 seeds each, then a paired test over seeds")),
 ]
 
 _SOURCES = [
     Declaration(
-        id="bat.top1.deit_s.keep{keep:g}", paper="bat",
+        id="bat.top1.deit_s.keep{keep:g}",
         statement="DeiT-S with BAT at keep rate {keep:g} reaches the printed ImageNet top-1 (unpruned 79.8)",
-        quote=_TABLE1, where=_T1, kind="paper claim", on_rule_holds="reproduced",
-        paper_number=("BAT", DEIT_S, "keep", "{keep}", "top1"), rule=None, unit="% top-1", effect=None, premises=(),
-        setting="paper-scale run", section="§7", family=None,
-        would_decide="DeiT-S trained with BAT as the logs did at this rate on ImageNet-1k (the paper profile)",
-        headline=False),
+        quote=_TABLE1, where=_T1, paper_number=("BAT", DEIT_S, "keep", "{keep}", "top1"), unit="% top-1",
+        setting="paper-scale run", section="§7",
+        would_decide="DeiT-S trained with BAT as the logs did at this rate on ImageNet-1k (the paper profile)"),
     *[Declaration(
-        id=f"bat.paper_scale.top1.deit_s.keep{r:g}", paper="bat",
+        id=f"bat.paper_scale.top1.deit_s.keep{r:g}",
         statement=f"DeiT-S with BAT at keep rate {r:g}, trained here as its log did, reaches the printed "
-                  f"{BAT[DEIT_S]['keep'][r]['top1']} % ImageNet top-1",
-        quote=_TABLE1, where=_T1 + "; " + _LOGS, kind="paper claim", on_rule_holds="reproduced",
+                  f"{BAT[DEIT_S]['keep'][r]['top1']} % ImageNet top-1", quote=_TABLE1, where=_T1 + "; " + _LOGS,
         paper_number=("BAT", DEIT_S, "keep", r, "top1"),
-        rule=Magnitude(BAT[DEIT_S]["keep"][r]["top1"], 0.0, unit="% top-1"), unit="% top-1", effect=None,
-        premises=(FULL_SCHEDULE,), setting="paper-scale run", section="§7", family=None, would_decide=None,
-        headline=False) for r in PAPER_KEEP],
+        rule=Magnitude(BAT[DEIT_S]["keep"][r]["top1"], 0.0, unit="% top-1"), unit="% top-1", premises=(FULL_SCHEDULE,),
+        setting="paper-scale run", section="§7") for r in PAPER_KEEP],
     Declaration(
-        id="bat.top1.deit_t.keep0.7", paper="bat",
+        id="bat.top1.deit_t.keep0.7",
         statement="DeiT-T with BAT reaches the printed 72.3 % top-1 (unpruned 72.2) at 0.8 GMACs",
-        quote='"DeiT-T: 72.3 / 0.8 (baseline 72.2 / 1.3)"', where=_T1, kind="paper claim",
-        on_rule_holds="reproduced", paper_number=("BAT", DEIT_T, "bat", "top1"), rule=None, unit="% top-1",
-        effect=None, premises=(), setting="paper-scale run", section="§7", family=None,
+        quote='"DeiT-T: 72.3 / 0.8 (baseline 72.2 / 1.3)"', where=_T1, paper_number=("BAT", DEIT_T, "bat", "top1"),
+        unit="% top-1", setting="paper-scale run", section="§7",
         would_decide="DeiT-T trained with BAT on ImageNet-1k, several seeds with a paired test (a +0.1 point gain is "
-                     "within single-run noise)",
-        headline=False),
+                     "within single-run noise)"),
     Declaration(
-        id="bat.top1.lv_vit_s", paper="bat", statement="LV-ViT-S with BAT reaches the printed 83.1 % ImageNet top-1",
-        quote='"LV-ViT-S 83.1 / 4.7"', where=_T1, kind="paper claim", on_rule_holds="reproduced",
-        paper_number=("BAT", "lv_vit_s", "top1"), rule=None, unit="% top-1", effect=None, premises=(),
-        setting="paper-scale run", section="§7", family=None,
-        would_decide="an LV-ViT-S implementation (timm has none) trained with BAT and token labelling on ImageNet-1k",
-        headline=False),
+        id="bat.top1.lv_vit_s", statement="LV-ViT-S with BAT reaches the printed 83.1 % ImageNet top-1",
+        quote='"LV-ViT-S 83.1 / 4.7"', where=_T1, paper_number=("BAT", "lv_vit_s", "top1"), unit="% top-1",
+        setting="paper-scale run", section="§7",
+        would_decide="an LV-ViT-S implementation (timm has none) trained with BAT and token labelling on ImageNet-1k"),
     Declaration(
-        id="bat.macs.lv_vit_s", paper="bat", statement="LV-ViT-S with BAT costs the printed 4.7 GMACs",
-        quote='"LV-ViT-S 83.1 / 4.7"', where=_T1, kind="paper claim", on_rule_holds="reproduced",
-        paper_number=("BAT", "lv_vit_s", "gmacs"), rule=None, unit="GMACs", effect=None, premises=(),
-        setting="analytic at paper scale", section="§7", family=None,
-        would_decide="an LV-ViT-S architecture and BAT's reduction locations and keep rate for it",
-        headline=False),
+        id="bat.macs.lv_vit_s", statement="LV-ViT-S with BAT costs the printed 4.7 GMACs",
+        quote='"LV-ViT-S 83.1 / 4.7"', where=_T1, paper_number=("BAT", "lv_vit_s", "gmacs"), unit="GMACs",
+        setting="analytic at paper scale", section="§7",
+        would_decide="an LV-ViT-S architecture and BAT's reduction locations and keep rate for it"),
     Declaration(
-        id="bat.vs_dynamicvit", paper="bat",
+        id="bat.vs_dynamicvit",
         statement="BAT is more accurate than DynamicViT (importance-based, learned scorer) at equal GMACs",
         quote='"Comparison methods include DyViT and EViT for importance-based pruning"',
-        where=f"{_SUMMARY} Sec. 3.1 (no DynamicViT number is in the sources)", kind="paper claim",
-        on_rule_holds="reproduced", paper_number=None, rule=None, unit="", effect=None, premises=(),
-        setting="paper-scale run", section="§7", family=None,
+        where=f"{_SUMMARY} Sec. 3.1 (no DynamicViT number is in the sources)", unit="", setting="paper-scale run",
+        section="§7",
         would_decide="DynamicViT trained with its distillation losses from a teacher DeiT-S, BAT trained by its "
-                     "protocol, both on ImageNet-1k, and the paper's DynamicViT row",
-        headline=False),
+                     "protocol, both on ImageNet-1k, and the paper's DynamicViT row"),
     Declaration(
-        id="bat.secondary.flaw_latency_vs_dynamicvit", paper="bat",
+        id="bat.secondary.flaw_latency_vs_dynamicvit", kind="reviewer objection",
         statement="The summary's flaw: compared to dynamic token selection (DynamicViT), BAT has latency trade-offs",
         quote='"Compared to dynamic token selection methods like DynamicViT, there\'s potential latency trade-offs '
-              'that need addressing."',
-        where=f"{_SUMMARY} Sec. 4 'Strengths & Flaws'", kind="reviewer objection", on_rule_holds="upheld",
-        paper_number=None, rule=None, unit="", effect=None, premises=(), setting="timed on this machine",
-        section="§7", family=None,
+              'that need addressing."', where=f"{_SUMMARY} Sec. 4 'Strengths & Flaws'", unit="",
+        setting="timed on this machine", section="§7",
         would_decide="DynamicViT's inference path (an MLP predictor per location) timed beside BAT (random weights "
-                     "time the same)",
-        headline=False),
+                     "time the same)"),
     Declaration(
-        id="bat.protocol.vs_evit.keep{keep:g}", paper="bat",
+        id="bat.protocol.vs_evit.keep{keep:g}",
         statement="BAT's Table 1 sets BAT beside EViT at keep rate {keep:g} as a like-for-like comparison: both rows "
                   "trained under the same protocol",
         quote=_LOGS + "; EViT: \"We train the models with EViT from scratch for 300 epochs\"",
-        where="Table 1; log/Ours-<rho>.log; EViT Sec. 4", kind="paper claim", on_rule_holds="reproduced",
-        paper_number=None,
+        where="Table 1; log/Ours-<rho>.log; EViT Sec. 4",
         rule=Condition("reproduced when BAT's logged run at this keep rate started as EViT's rows did and trained for "
-                       "as many epochs"),
-        unit="start, epochs", effect=None, premises=(), setting="from the sources", section="§7", family=None,
-        would_decide=None, headline=False),
+                       "as many epochs"), unit="start, epochs", setting="from the sources", section="§7"),
     Declaration(
-        id="bat.protocol.one_protocol_across_rates", paper="bat",
+        id="bat.protocol.one_protocol_across_rates",
         statement="BAT's DeiT-S rows (keep 0.7 ... 0.2) were trained under one protocol, so its accuracy differences "
-                  "between keep rates are like for like",
-        quote=_LOGS, where="log/Ours-<rho>.log (shared/papers/README.md)", kind="paper claim",
-        on_rule_holds="reproduced", paper_number=None,
+                  "between keep rates are like for like", quote=_LOGS,
+        where="log/Ours-<rho>.log (shared/papers/README.md)",
         rule=Condition("reproduced when every row's logged run has the same start and number of epochs"),
-        unit="protocols", effect=None, premises=(), setting="from the sources", section="§7", family=None,
-        would_decide=None, headline=False),
+        unit="protocols", setting="from the sources", section="§7"),
 ]
 
 CLAIMS = DeclarationTable("bat", [*_MACS, *_SPEED, *_PROXY_SCALE, *_ABLATIONS, *_FINETUNE, *_SOURCES])

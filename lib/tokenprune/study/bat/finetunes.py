@@ -140,7 +140,7 @@ def finetune_decision(row: Any, per_seed: Sequence[float], r: float) -> Finetune
     methods) are returned for filing."""
     effect, _ = effect_vs_evit(r)
     seeds = int(row.seeds)
-    decision = CLAIMS["bat.finetuned.vs_evit.keep{keep:g}"].rule.decide(row.diff_mean * 100, row.diff_low * 100,
+    decision = CLAIMS["bat.finetuned.vs_evit.keep{keep:g}"].rule().decide(row.diff_mean * 100, row.diff_low * 100,
                                                                         row.diff_high * 100)
     record = None
     if seeds >= 2:

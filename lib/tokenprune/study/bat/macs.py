@@ -218,7 +218,7 @@ def _file_column_claims(rep: Any, macs: pd.DataFrame, mac_match: pd.DataFrame, n
     decl = CLAIMS["bat.macs.deit_s.plus_clusters_variant"]
     why_not = (f"{len(off)} of 6 rates cost more than printed, e.g. keep {off.keep_rate.iloc[0]:g}: "
                f"{off.plus_clusters_model.iloc[0]:.3f}" if len(off) else "")
-    file_claim(rep, decl, decl.rule.decide(n_plus == 6, why_not),
+    file_claim(rep, decl, decl.rule().decide(n_plus == 6, why_not),
                paper_value=_PRINTED_COLUMN, our_value=f"{n_plus}/6 round to the printed figure",
                why="so sections 4-6 compare it at EViT's total MACs, not at the same keep rate",
                details={f"keep {row.keep_rate:g}": {"plus_clusters": row.plus_clusters_model, "printed": row.paper}
@@ -255,7 +255,7 @@ def _file_counter_claims(rep: Any, macs: pd.DataFrame, mac_match: pd.DataFrame) 
     n_log_ok = int(mac_match.log_rounds_to_paper.sum())
     drift = [r.authors_log - r.evit_fusion for r in mac_match.itertuples() if r.keep_rate in (0.6, 0.5, 0.4)]
     decl = CLAIMS["bat.macs.deit_s.authors_log"]
-    file_claim(rep, decl, decl.rule.decide(n_log_ok == 6, "; ".join(f"keep {row.keep_rate:g}: log "
+    file_claim(rep, decl, decl.rule().decide(n_log_ok == 6, "; ".join(f"keep {row.keep_rate:g}: log "
                                                                     f"{row.authors_log:.3f} vs printed {row.paper}"
                                                                     for row in bad.itertuples())),
                paper_value=_PRINTED_COLUMN, our_value=f"{n_log_ok}/6 log values round to the printed figure",
@@ -268,14 +268,14 @@ def _file_deit_t_claims(rep: Any, macs: pd.DataFrame) -> None:
     tiny_base = float(tiny[tiny.method == "unpruned"].gmacs_model.iloc[0])
     issue_text = _BAT_T["baseline"]["gmacs_issue_text"]
     decl = CLAIMS["bat.macs.deit_t.baseline"]
-    file_claim(rep, decl, decl.rule.decide(tiny_base), our_value=round(tiny_base, 3),
+    file_claim(rep, decl, decl.rule().decide(tiny_base), our_value=round(tiny_base, 3),
                why=f"timm {DEIT_T} at 224 px: {tiny_base:.3f} GMACs, printed as {round(tiny_base, 1)}",
                details={"also_quoted": issue_text, "also_quoted_is_our_count": round(tiny_base, 1) == issue_text})
     tb = tiny[tiny.reducer == "merge_dpcknn_budget"]
     rates_at = [float(r) for r, g in zip(tb.keep_rate, tb.gmacs_model) if round(g, 1) == _BAT_T["bat"]["gmacs"]]
     g07 = float(tb[tb.keep_rate == 0.7].gmacs_model.iloc[0])
     decl = CLAIMS["bat.macs.deit_t.keep0.7"]
-    file_claim(rep, decl, decl.rule.decide(g07), our_value=round(g07, 3),
+    file_claim(rep, decl, decl.rule().decide(g07), our_value=round(g07, 3),
                why=f"model MACs inside EViT's budget at keep 0.7; rates that round to {_BAT_T['bat']['gmacs']}: "
                    f"{_rates(rates_at)}")
 
@@ -296,7 +296,7 @@ def file_parameter_claims(rep: Any, deit_s: torch.nn.Module, bat_opts: dict) -> 
     m_bat = patch(copy.deepcopy(deit_s), keep_rate=0.7, reducer="merge_dpcknn", reducer_options=bat_opts)
     n_bat = sum(p.numel() for p in m_bat.parameters())
     decl = CLAIMS["bat.params.none_added"]
-    decision = decl.rule.decide(n_bat == n_plain and _BAT_S["log_params"] == n_plain,
+    decision = decl.rule().decide(n_bat == n_plain and _BAT_S["log_params"] == n_plain,
                                 f"patched {n_bat:,} vs unpatched {n_plain:,} vs logs {_BAT_S['log_params']:,}")
     file_claim(rep, decl, decision, our_value=n_bat, why=f"timm DeiT-S has {n_plain:,} parameters; with BAT {n_bat:,}")
     file_loss_claim(rep)
@@ -336,7 +336,7 @@ def file_loss_claim(rep: Any, summary_text: Optional[str] = "auto") -> None:
     stated = summary_states(text, quoted)
     premise = Premise(SUMMARY_STATES, stated is not False, f"{SUMMARY_FILE} does not contain {quoted!r}")
     decl = CLAIMS["bat.secondary.loss_objective"]
-    file_claim(rep, decl, decl.rule.decide(quoted), our_value=quoted, premises={SUMMARY_STATES: premise},
+    file_claim(rep, decl, decl.rule().decide(quoted), our_value=quoted, premises={SUMMARY_STATES: premise},
                details={"paper": "a parameter-free operator trained with the classification loss alone",
                         "summary_text": "its file" if stated is not None else "not here: the quoted text is used"})
 

@@ -271,7 +271,7 @@ def _file_trend(rep: Any, trend: Trend, preds: Mapping[str, Any], keep_rates: Se
                 n_test: int, max_scale: str) -> None:
     decl = CLAIMS["bat.proxy.gap_grows_at_low_keep"]
     assert decl.effect == abs(paper_gap_slope())
-    g = gated(decl.rule.decide(trend.slope * 100, trend.low * 100, trend.high * 100, what="slope"), decl.effect,
+    g = gated(decl.rule().decide(trend.slope * 100, trend.low * 100, trend.high * 100, what="slope"), decl.effect,
               trend_design(preds, keep_rates, n_test, max_scale))
     decision, details = brief(g.decision, f"slope {trend.slope * 100:+.2f} [{trend.low * 100:+.2f}, "
                                           f"{trend.high * 100:+.2f}] pp per unit keep rate on {trend.n} images; MDE "
@@ -297,7 +297,7 @@ def _file_diversity(rep: Any, gaps: pd.DataFrame, div: Mapping[str, dict], keep_
         design = (Design.paired(a_cd[ok], b_cd[ok], unit="images", n_max=max(n_test, int(ok.sum())),
                                 max_scale=max_scale, scale=1.0, sd_source=sd_source(int(ok.sum())))
                   if ok.sum() >= 2 else None)
-        decision, details = brief(decl.rule.decide(g.cosdist_diff, g.cosdist_diff_low, g.cosdist_diff_high),
+        decision, details = brief(decl.rule().decide(g.cosdist_diff, g.cosdist_diff_low, g.cosdist_diff_high),
                                   f"{g.cosdist_diff:+.4f} [{g.cosdist_diff_low:+.4f}, {g.cosdist_diff_high:+.4f}] on "
                                   f"{n_div} images, tokens leaving block {div_block} (BAT {nb:.0f}, EViT {ne:.0f})",
                                   {"effect": "the paper prints no diversity: the design is shown without a gate",
@@ -314,7 +314,7 @@ def _file_vs_evit(rep: Any, preds: Mapping[str, Any], full_preds: Mapping[str, A
             continue
         decl = CLAIMS[f"bat.proxy.vs_evit.keep{r:g}"]
         a, b, where = pick(f"BAT @ {r:g}", f"EViT (fusion) @ {r:g}", full_preds, preds)
-        res = paired_decision(a.correct, b.correct, decl.effect, n_test, max_scale, decl.rule, seed=seed)
+        res = paired_decision(a.correct, b.correct, decl.effect, n_test, max_scale, decl.rule(), seed=seed)
         decision, details = brief(res.decision, res.brief(where, decl.effect),
                                   {"mcnemar_p": res.mcnemar_p, "effect_source": effect_vs_evit(r)[1],
                                    "model": base_name, "variant": VARIANT})
@@ -356,7 +356,7 @@ def file_static_scores_claim(rep: Any, overlap: dict, keep_rate: float, base_nam
     decl = CLAIMS["bat.secondary.flaw_static_scores"]
     sentence = (f"{overlap['distinct_sets']} different attentive sets over {overlap['images']} images (mean pairwise "
                 f"Jaccard {overlap['mean_jaccard']:.3f}) at keep {keep_rate:g}")
-    decision = decl.rule.decide(overlap["all_identical"], sentence)
+    decision = decl.rule().decide(overlap["all_identical"], sentence)
     file_claim(rep, decl, decision, our_value=round(overlap["mean_jaccard"], 4),
                paper_value=BAT["secondary_summary_flaws"][0],
                premises={TWO_IMAGES: Premise(TWO_IMAGES, overlap["images"] >= 2, f"{overlap['images']}")},

@@ -105,13 +105,13 @@ def file_protocol_claims(rep: Any, proto: pd.DataFrame) -> None:
     decl = CLAIMS["bat.protocol.vs_evit.keep{keep:g}"]
     for row in proto[proto.evit_epochs.notna()].itertuples():
         bat_p, ev_p = f"{row.bat_start}, {row.bat_epochs} epochs", f"{row.evit_start}, {int(row.evit_epochs)} epochs"
-        decision = decl.rule.decide(bat_p == ev_p, f"BAT's run: {bat_p}; EViT's: {ev_p}")
+        decision = decl.rule().decide(bat_p == ev_p, f"BAT's run: {bat_p}; EViT's: {ev_p}")
         file_claim(rep, decl, decision, keys={"keep": row.keep_rate}, paper_value=ev_p, our_value=bat_p,
                    details={"printed_top1": {"bat": row.bat_top1, "evit": row.evit_top1},
                             "reported": _BAT_S["reported_top1"]})
     starts = {(row.bat_start, row.bat_epochs) for row in proto.itertuples()}
     decl = CLAIMS["bat.protocol.one_protocol_across_rates"]
-    decision = decl.rule.decide(len(starts) == 1, "; ".join(f"{start}, {epochs} epochs" for start, epochs in
+    decision = decl.rule().decide(len(starts) == 1, "; ".join(f"{start}, {epochs} epochs" for start, epochs in
                                                             sorted(starts)))
     file_claim(rep, decl, decision, paper_value="one protocol", our_value=f"{len(starts)} protocols",
                details={f"keep {row.keep_rate:g}": f"{row.bat_start}, {row.bat_epochs} epochs"

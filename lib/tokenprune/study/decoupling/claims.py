@@ -199,11 +199,10 @@ def _per_dataset(key: str, *, statement: str, quote: str, paragraph: int, kind: 
             (paper_scale_id(f"decouple.{key}.{{dataset}}"), "paper-scale run", (FULL_SCHEDULE,), "")):
         measured = measured_everywhere or cid.endswith(".parts")
         out.append(Declaration(
-            id=cid, paper="decouple", statement=f"{statement} ({on})" if on else statement, quote=quote, where=where,
-            kind=kind,
-            on_rule_holds=on_rule_holds, paper_number=paper_number, rule=rule if measured else None,
+            id=cid, kind=kind, on_rule_holds=on_rule_holds, statement=f"{statement} ({on})" if on else statement,
+            quote=quote, where=where, paper_number=paper_number, rule=rule if measured else None,
             unit=unit if measured else "", effect=effect if measured else None,
-            premises=(*inner, *outer) if measured else (), setting=setting, section=section, family=None,
+            premises=(*inner, *outer) if measured else (), setting=setting, section=section,
             would_decide=None if measured else _NO_HUMANS, headline=headline))
     return out
 
@@ -296,13 +295,12 @@ _DECLARATIONS = [
         paper_number=("DECOUPLE", "quotes", "larger_model_value"), rule=larger_model_null_rule,
         unit="pp {coverage} gap of the larger model", effect=None, inner=(), section="§5", headline=False),
     Declaration(
-        id="decouple.just_as_fast.deit_s_224", paper="decouple",
+        id="decouple.just_as_fast.deit_s_224",
         statement="the sensitivity-trained scorer costs no more than EViT's [CLS] attention (extra MACs of the head, "
-                  "DeiT-S at 224 px, pruned once at block 6)",
-        quote=_Q(QUOTE["just_as_fast"]), where=_SUMMARY.format(n=7), kind="paper claim", on_rule_holds="reproduced",
-        paper_number=None, rule=JUST_AS_FAST_RULE, unit="% of the unpruned DeiT-S MACs (largest over keep rates)",
-        effect=None, premises=(), setting="analytic at paper scale", section="§9", family=None, would_decide=None,
-        headline=False),
+                  "DeiT-S at 224 px, pruned once at block 6)", quote=_Q(QUOTE["just_as_fast"]),
+        where=_SUMMARY.format(n=7), rule=JUST_AS_FAST_RULE,
+        unit="% of the unpruned DeiT-S MACs (largest over keep rates)", setting="analytic at paper scale",
+        section="§9"),
 ]
 
 CLAIMS = DeclarationTable("decouple", _DECLARATIONS)

@@ -24,7 +24,7 @@ import pandas as pd
 from tokenprune.data import synthetic
 from tokenprune.measure import power, significance
 from tokenprune.study import paper_runs, verdicts
-from tokenprune.study.claims import MAX_WHY, Declaration, declared_premises, file_claim, gate_by_premises
+from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises, too_long
 from tokenprune.study.decoupling import claims as decl
 from tokenprune.study.decoupling.cost import fast_values
 from tokenprune.study.decoupling.data import PAPER_DATASET, PAPER_DIRS, Setting
@@ -82,10 +82,10 @@ def _file(rep: Any, d: Declaration, decision: Decision, *, keys: Mapping[str, An
     one why; an engine reason too long for a why is kept in ``details`` and the summary stands for it."""
     details = dict(details or {})
     premises = {k: v for k, v in premises.items() if k in d.premises}
-    if len(_gated_why(rep, d, decision, premises)) > MAX_WHY:
+    if too_long(_gated_why(rep, d, decision, premises)):
         details["rule's reason"] = decision.why
         decision, summary = Decision(decision.verdict, summary, decision.rule), ""
-    if summary and len(_gated_why(rep, d, decision, premises)) + 2 + len(summary) > MAX_WHY:
+    if summary and too_long(_gated_why(rep, d, decision, premises), summary):
         details["summary"], summary = summary, ""
     return file_claim(rep, d, decision, keys=keys, why=summary, details=details or None, premises=premises,
                       **values)
@@ -442,7 +442,7 @@ def file_cost_claim(rep: Any, scorer_macs: Optional[pd.DataFrame]) -> Any:
         return file_unmeasured(rep, d, verdicts.not_testable("the scorer MAC table was not computed"), paper_value=pv)
     v, vb = fast_values(scorer_macs), fast_values(scorer_macs, "deit_base_patch16_224")
     worst = float(v.extra_pct_of_unpruned.max())
-    decision = d.rule.decide(worst <= decl.FAST_TOLERANCE_PCT, f"extra MACs {worst:.3f} % of the unpruned model's "
+    decision = d.rule().decide(worst <= decl.FAST_TOLERANCE_PCT, f"extra MACs {worst:.3f} % of the unpruned model's "
                                                                f"exceed {decl.FAST_TOLERANCE_PCT:g} %")
     return _file(rep, d, decision, keys={}, paper_value=pv, our_value=round(worst, 3),
                  summary=f"DeiT-B up to {vb.extra_pct_of_unpruned.max():.3f} %; analytic MACs: the head is a dense "

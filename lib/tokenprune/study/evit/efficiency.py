@@ -14,9 +14,10 @@ from tokenprune.core.patch import patch, prune_state
 from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
 from tokenprune.study import verdicts
+from tokenprune.study.claims import paper_number
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, FUSION_MAC_PRECISION, ORACLE_MAC_TOLERANCE_PP, speedup_rule
-from tokenprune.study.paper_numbers import EVIT, EVIT_TEXT
+from tokenprune.study.paper_numbers import EVIT
 from tokenprune.utils.environment import hardware
 
 __all__ = ["SHORT", "observed_stages", "token_claims", "deit_gmacs_table", "printed_macs_claims", "parameter_counts",
@@ -125,7 +126,7 @@ def fusion_overhead_claim(rep: Any, macs: pd.DataFrame, model_name: str = "deit_
     worst_k = float(excess.idxmax())
     differ = [f"{k:g}" for k in piv.index[~same.to_numpy()]]
     decl = CLAIMS[f"evit.t2.fusion_no_overhead.{SHORT.get(model_name, model_name)}"]
-    decision = decl.rule.decide(bool(same.all()), f"at keep {', '.join(differ)} the fused model prints more GMACs; "
+    decision = decl.rule().decide(bool(same.all()), f"at keep {', '.join(differ)} the fused model prints more GMACs; "
                                                   "the fused token is one more token in every later block"
                                 if differ else "")
     file(rep, decl, decision, paper_value=0.0, our_value=round(float(excess.max()), 5),
@@ -141,7 +142,8 @@ def oracle_init_macs_claim(rep: Any, macs: pd.DataFrame, tolerance_pp: float = O
     """Table 6's MAC half ("reducing its computation cost by 36 %"): the keep rates of Table 2 on DeiT-S at blocks
     4/7/10 (fused) and their analytic MAC reductions; it holds when one comes within ``tolerance_pp`` points. The
     keep rate of Table 6 is not in our sources, so every keep rate of Table 2 may match."""
-    want = 100 * EVIT_TEXT["oracle_init_deit_s"]["mac_reduction"]
+    decl = CLAIMS["evit.t6.oracle_init_mac_reduction"]
+    want = 100 * paper_number(decl.paper_number)
     t = macs[(macs.model == "deit_small_patch16_224") & (macs.reducer == "fuse_attention")].set_index("keep_rate")
     base = float(t.loc[1.0, "gmacs"])
     red = {float(k): 100 * (1 - float(t.loc[k, "gmacs"]) / base) for k in sorted(_DEIT_S["keep"], reverse=True)}
@@ -149,8 +151,7 @@ def oracle_init_macs_claim(rep: Any, macs: pd.DataFrame, tolerance_pp: float = O
     m = patch(timm.create_model("deit_small_patch16_224"), keep_rate=0.7)
     k_need = flops.keep_rate_for_macs(m, (1 - want / 100) * base * 1e9)
     printed = 100 * (1 - _DEIT_S["keep"][0.7]["gmacs"] / _DEIT_S["baseline"]["gmacs"])
-    decl = CLAIMS["evit.t6.oracle_init_mac_reduction"]
-    decision = decl.rule.decide(abs(red[k_best] - want) <= tolerance_pp,
+    decision = decl.rule().decide(abs(red[k_best] - want) <= tolerance_pp,
                                 f"no keep rate of Table 2 gives -{want:.0f} %: the nearest, keep {k_best:g}, gives "
                                 f"-{red[k_best]:.1f} % (the printed 4.6 -> 3.0 GMACs of keep 0.7: -{printed:.1f} %)")
     file(rep, decl, decision, paper_value=want, our_value=round(red[k_best], 2),
@@ -179,14 +180,14 @@ def dynamicvit_claims(rep: Any, macs: pd.DataFrame, keep: float = 0.7) -> pd.Dat
     shape = {"DynamicViT-shaped": "tokenprune.methods.learned.PredictorHead (DynamicViT's PredictorLG, one score per "
                                   "token instead of two log-probabilities) at blocks 4/7/10 of DeiT-S, tokens dropped"}
     decl = CLAIMS["evit.t7.fewer_params_than_dynamicvit"]
-    file(rep, decl, decl.rule.decide(evit_params < dyn_params,
+    file(rep, decl, decl.rule().decide(evit_params < dyn_params,
                                      f"EViT {evit_params} >= DynamicViT-shaped {dyn_params}"),
          our_value=int(dyn_params - evit_params),
          why=f"counted: EViT {evit_params}, DynamicViT-shaped {dyn_params}; Table 7's counts are not in our "
              "sources",
          details=shape)
     decl = CLAIMS["evit.t7.same_macs_as_dynamicvit.keep{keep:g}"]
-    file(rep, decl, decl.rule.decide(abs(evit_g - dyn_g) <= 0.1,
+    file(rep, decl, decl.rule().decide(abs(evit_g - dyn_g) <= 0.1,
                                      f"EViT {evit_g:.3f} vs DynamicViT-shaped {dyn_g:.3f} GMACs"),
          keys={"keep": keep}, our_value=round(evit_g - dyn_g, 4),
          why=f"EViT {evit_g:.3f} GMACs (fused token included), DynamicViT-shaped {dyn_g:.3f} (predictors "
@@ -257,10 +258,10 @@ def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float) -> 
                                               f"{keep:g}"), keys=keys)
         return
     row = sel.iloc[0]
-    paper = EVIT[model_name][f"speedup_keep{keep:g}"]
+    paper = paper_number(decl.paper_number, keys)
     decision = speedup_decision(paper, row.speedup, row.speedup_low, row.speedup_high, int(row["rounds"]),
                                 decl.rule(paper))
-    file(rep, decl, decision, keys=keys, timed=True, load=bench.load_from_row(row),
+    file(rep, decl, decision, keys=keys, paper_value=paper, timed=True, load=bench.load_from_row(row),
          our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
          why=f"median images/s over interleaved rounds on {row['device']}, batch {row['batch']}, {row['dtype']}; "
              "the paper used an A100",

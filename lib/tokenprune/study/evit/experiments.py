@@ -184,7 +184,8 @@ def removal_claim(rep: Any, model: EvaluatedModel, preds: dict, keep: float = 0.
         return
     effect = model.margin_pp  # no number in our sources: the smallest cost the statement would care about
     c = model.compare(model.full, preds[f"drop@{keep:g}"])
-    g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), effect, model.design(model.full, preds[f"drop@{keep:g}"]))
+    g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), effect,
+              model.design(model.full, preds[f"drop@{keep:g}"]))
     file(rep, decl, g.decision, keys=keys, our_value=round(c.diff, 3), ci=_interval(c), design=g.design,
          why=f"off the shelf, {len(model.y)} images, McNemar p={c.p:.3g}",
          details={"effect in dispute": f"the equivalence margin {effect:g} points (Table 1's numbers are not in "
@@ -225,7 +226,7 @@ def fusion_claims(rep: Any, model: EvaluatedModel, preds: dict) -> pd.DataFrame:
                  keys=keys, paper_value=d)
             continue
         c = model.compare(preds[f"fuse@{k:g}"], preds[f"drop@{k:g}"])
-        g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), d,
+        g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), d,
                   model.design(preds[f"fuse@{k:g}"], preds[f"drop@{k:g}"]))
         file(rep, decl, g.decision, keys=keys, paper_value=d, our_value=round(c.diff, 3), ci=_interval(c),
              design=g.design,
@@ -317,14 +318,14 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     pk = _DEIT_S["keep"].get(k0, _DEIT_S["keep"][0.7])
     paper_d = round(pk["top1"] - pk["top1_no_fusion"], 2)   # the effect in dispute, from Table 2
     decl = CLAIMS["evit.t2.fusion_beats_drop.keep{keep:g}.finetuned"]
-    g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), paper_d, designs["fuse - drop (fine-tuned)"])
+    g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), paper_d, designs["fuse - drop (fine-tuned)"])
     file(rep, decl, g.decision, keys=keys, paper_value=paper_d, our_value=round(c.diff, 3), ci=_interval(c),
          design=g.design, why=f"{n}, both pruned at keep {k0:g} from the first step",
          details={**about, "per-seed differences": c.per_seed_diff})
 
     spread = _seed_spread(finetuned)
     decl = CLAIMS["evit.t2.fusion_smaller_seed_spread.keep{keep:g}"]
-    decision = decl.rule.decide({"dropped > fused": spread["p_dropped_over_fused"] < 0.05,
+    decision = decl.rule().decide({"dropped > fused": spread["p_dropped_over_fused"] < 0.05,
                                  "fused > dropped": spread["p_fused_over_dropped"] < 0.05})
     file(rep, decl, decision, keys=keys,
          our_value=f"sd fused {spread['sd_fused']:.3f} / dropped {spread['sd_dropped']:.3f}",
@@ -389,7 +390,7 @@ def synthbirds_sweep(rep: Any, cfg: Any, sweep_configs: Sequence[PruneConfig]) -
     # DeiT-S's difference is in ImageNet points: the effect in dispute is scaled by the proxy's sensitivity
     sens = chosen.sensitivity_of(cfg.parts_model)
     effect = abs(d) * sens if sens else abs(d)
-    g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), effect, birds.design(preds[f"fuse@{k:g}"],
+    g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), effect, birds.design(preds[f"fuse@{k:g}"],
                                                                                    preds[f"drop@{k:g}"]))
     file(rep, decl, g.decision, keys=_fusion_keys(k), paper_value=d, our_value=round(c.diff, 3),
          ci=_interval(c), design=g.design, premises={OWN_TEST: own_test_premise(preds["unpruned"], parts_info,

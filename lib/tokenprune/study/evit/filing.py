@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from tokenprune.study import verdicts
-from tokenprune.study.claims import MAX_WHY, Declaration, declared_premises, file_claim, gate_by_premises
+from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises, shorten, too_long
 
 __all__ = ["REASON_LIMIT", "concise", "file"]
 
@@ -15,15 +15,13 @@ REASON_LIMIT = 130
 
 
 def concise(decision: verdicts.Decision, limit: int = REASON_LIMIT) -> tuple[verdicts.Decision, Optional[str]]:
-    """``decision`` with its reason cut to the first clause (``"; "``-separated) when longer than ``limit``, and the
-    whole reason (None when nothing was cut)."""
+    """``decision`` with its reason cut to the first clause (``"; "``-separated) when longer than ``limit`` (that
+    clause :func:`~tokenprune.study.claims.shorten` ed to ``limit`` when longer still), and the whole reason (None when
+    nothing was cut)."""
     why = decision.why
     if len(why) <= limit:
         return decision, None
-    short = why.split("; ")[0]
-    if len(short) > limit:
-        cut = short[:limit].rsplit(", ", 1)[0]
-        short = cut if len(cut) > limit // 2 else short[:limit - 3] + "..."
+    short = shorten(why.split("; ")[0], limit)
     return verdicts.Decision(decision.verdict, short, decision.rule), why
 
 
@@ -36,12 +34,12 @@ def _reason_after_premises(rep: Any, decl: Declaration, decision: verdicts.Decis
 def file(rep: Any, decl: Declaration, decision: verdicts.Decision, *, why: str = "", details: Optional[dict] = None,
          premises: Mapping[str, Any] = {}, **kwargs: Any) -> Any:
     """:func:`tokenprune.study.claims.file_claim` with ``decision``'s reason made :func:`concise` and the context
-    ``why`` moved into ``details`` where the claim's why would exceed :data:`~tokenprune.study.claims.MAX_WHY`."""
+    ``why`` moved into ``details`` where the claim's why would be :func:`~tokenprune.study.claims.too_long`."""
     decision, whole = concise(decision)
     details = dict(details or {})
     if whole is not None:
         details["rule's reason"] = whole
     reason = _reason_after_premises(rep, decl, decision, premises)
-    if why and len(reason) + 2 + len(why) > MAX_WHY:
+    if why and too_long(reason, why):
         details["context"], why = why, ""
     return file_claim(rep, decl, decision, why=why, details=details or None, premises=premises, **kwargs)

@@ -24,9 +24,9 @@ from tokenprune.methods import oracle  # registers the oracle_attention scorer
 from tokenprune.study import verdicts
 from tokenprune.study.proxy import chosen
 from tokenprune.study.proxy.chosen import PROXY_CHOSEN
+from tokenprune.study.claims import paper_number
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, HIRES_USABLE, ORACLE_GUIDES
-from tokenprune.study.paper_numbers import EVIT_TEXT
 from tokenprune.study.proxy.audit_model import Comparison, EvaluatedModel, Gated, gated, worst_design
 from tokenprune.training import loop as tp_train
 
@@ -186,7 +186,7 @@ def tokens_to_tokens(rep: Any, model: EvaluatedModel, cfg: Any, preds: dict, kee
     sel = speed[(speed.model == cfg.t2t_bench_model) & (speed.config == "tokens_to_tokens")].iloc[0]
     decl = CLAIMS["evit.t10.t2t_slower"]
     decision = verdicts.Premise("at least 3 timing rounds", bool(sel["rounds"] >= 3), f"{sel['rounds']} rounds").gate(
-        decl.rule.decide(sel.speedup, sel.speedup_low, sel.speedup_high))
+        decl.rule().decide(sel.speedup, sel.speedup_low, sel.speedup_high))
     file(rep, decl, decision, keys={"model": cfg.t2t_bench_model}, timed=True, load=bench.load_from_row(sel),
          our_value=round(sel.speedup, 3), ci=[round(sel.speedup_low, 3), round(sel.speedup_high, 3)],
          why=f"side-by-side interleaved timing ({sel['device']}, batch {sel['batch']}, {sel['dtype']}, "
@@ -264,7 +264,7 @@ def oracle_at_block1(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame:
               "oracle": f"pretrained ViT-S/14 at {cfg.oracle_img_size} px"}
     c = model.compare(or_preds["oracle @1"], or_preds["own attention @1"])
     decl = CLAIMS["evit.t14.oracle_beats_own_attention_at_block1"]
-    g = gated(decl.rule.decide(c.diff, c.low, c.high, p=c.p), cfg.margin_pp,
+    g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), cfg.margin_pp,
               model.design(or_preds["oracle @1"], or_preds["own attention @1"]))
     on_model = {PROXY_CHOSEN: chosen.proxy_premise(model.name)}   # a classification model: 00's choice?
     file(rep, decl, g.decision, keys={"keep": k_or}, our_value=round(c.diff, 3),
@@ -289,7 +289,8 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
     premise that the unpruned higher-resolution model is not significantly worse than the 28-px one and gated by its
     design (the effect in dispute: DeiT-S's gain); fine-tuned, ``not testable here`` with what would decide it."""
     size, full = cfg.hires_img_size, model.full
-    effect = EVIT_TEXT["higher_res_gain_deit_s_pp"]
+    decl = CLAIMS["evit.t5.higher_res_equal_macs.off_the_shelf"]
+    effect = paper_number(decl.paper_number)
     pre28 = model.base.tp_preprocess
     hr = copy.deepcopy(model.base)
     hr.set_input_size(img_size=(size, size))
@@ -310,14 +311,13 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
 
     a, a_full = hr_preds[f"{size} px EViT@{k_hr:g}"], hr_preds[f"{size} px unpruned"]
     c, control = model.compare(a, full), model.compare(a_full, full)
-    decl = CLAIMS["evit.t5.higher_res_equal_macs.off_the_shelf"]
-    decision = decl.rule.decide(c.diff, c.low, c.high, p=c.p)
+    decision = decl.rule().decide(c.diff, c.low, c.high, p=c.p)
     # the premise is checked only where the comparison is not reproduced (the rule as first written)
     usable = verdicts.Premise(
         HIRES_USABLE, not (control.high < 0 and decision.verdict != "reproduced"),
         f"unpruned {size} px minus 28 px: {verdicts.fmt_interval(control.diff, control.low, control.high)} points")
     g = gated(decision, effect, model.design(a, full))
-    file(rep, decl, g.decision, keys={"size": size}, our_value=round(c.diff, 3),
+    file(rep, decl, g.decision, keys={"size": size}, paper_value=effect, our_value=round(c.diff, 3),
          ci=[round(c.low, 3), round(c.high, 3)], design=g.design,
          premises={HIRES_USABLE: usable, PROXY_CHOSEN: chosen.proxy_premise(model.name)},
          why=f"off the shelf, {len(model.y)} images of {model.name}; {hr_gmacs:.4f} vs {model.gmacs:.4f} GMACs "

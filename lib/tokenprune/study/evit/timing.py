@@ -91,7 +91,7 @@ def training_throughput(rep: Any, model: EvaluatedModel, cfg: Any, keep: float =
     row = speed.iloc[1]
     decl = CLAIMS["evit.t11.trains_faster.keep{keep:g}"]
     decision = verdicts.Premise("at least 3 timing rounds", bool(row["rounds"] >= 3), f"{row['rounds']} round(s)").gate(
-        decl.rule.decide(row.speedup, row.speedup_low, row.speedup_high))
+        decl.rule().decide(row.speedup, row.speedup_low, row.speedup_high))
     file(rep, decl, decision, keys={"keep": keep}, timed=True, load=bench.load_from_row(row),
          our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
          why=f"a direction claim (faster at all): training steps on one fixed batch of {n}, fp32, "

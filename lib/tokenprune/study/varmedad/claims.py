@@ -9,7 +9,7 @@ from typing import Sequence
 
 from tokenprune.study import verdicts
 from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
-from tokenprune.study.claims import Declaration, DeclarationTable
+from tokenprune.study.claims import Declaration, DeclarationTable, paper_number
 from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.study.paper_numbers import VARMEDAD_SOURCE as SRC
 from tokenprune.study.paper_runs import FULL_SCHEDULE, paper_scale_id
@@ -114,185 +114,181 @@ _OBJ2 = ("Objection 2 ({label}): cross-head variance of [CLS] attention is a dif
          "attention (EViT), not a re-ranking of it")
 
 
-def _d(**fields) -> Declaration:
-    return Declaration(paper="varmedad", **fields)
-
-
 _DECLARATIONS = [
-    _d(id="varmedad.obj8.table1_drop", kind="transcription", on_rule_holds="consistent",
-       statement="Objection 8: Table 1 prints MedAD without fusion at r = 0.8 as 85.98 top-1 with a drop of -3.45",
-       quote='"The reported accuracy drop of (-3.45) for attention MedAD without patch fusion at r=0.8 is '
-             'inconsistent with the adjacent values and with the accuracy of 85.98"',
-       where=f"Table 1 ({_REVIEW}, minor comment 1)", paper_number=("VARMEDAD", "table1_typo", "printed_drop"),
-       rule=TABLE1_RULE, unit="points", effect=None, premises=(), setting="from the sources", section="§1",
-       family=None, would_decide=None, headline=False),
-    _d(id="varmedad.obj1.eq6_zero", kind="transcription", on_rule_holds="inconsistent",
-       statement="Objection 1: Eq. 6 as printed, (1/H) sum_h (a_h - mean_h a), is identically zero, so it is not the "
-                 "variance the text names and ranks no patch; pruning by it keeps the first ceil(r N) patches in "
-                 "raster order (stable tie-break)",
-       quote='"avar = 1/H HX h=1 (a(h) class - \u00afa). (6)"', where=f"Sec. 3.2 Eq. 5-6 ({_REVIEW}, major comment 1)",
-       paper_number=None, rule=EQ6_RULE, unit="max |Eq. 6| in float (exact form: 0)", effect=None, premises=(),
-       setting="analytic at paper scale", section="§3", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.obj2.{source}", kind="reviewer objection", on_rule_holds="rejected", statement=_OBJ2,
-       quote=_Q_RERANK, where=f"Sec. 3.2 hypothesis ({_REVIEW}, reading between the lines)", paper_number=None,
-       rule=RERANK_RULE, unit=SPEARMAN, effect=None, premises=(), setting="proxy", section="§5",
-       family="varmedad.rerank", would_decide=None, headline=False),
-    _d(id="varmedad.eq7.median_axis", kind="reviewer objection", on_rule_holds="upheld",
-       statement="Review major comment 2: the axis of Eq. 7's inner median (over heads per patch, or over patches "
-                 "per head) changes which patches MedAD keeps and its accuracy",
-       quote='"This ambiguity affects the interpretation of every result using the MedAD indicator"',
-       where=f"Sec. 3.2 Eq. 7 ({_REVIEW}, major comment 2)", paper_number=None, rule=MEDAD_AXIS_RULE,
-       unit=MEDAD_ACC + " (trained {base_model}, r = 0.6, no fine-tuning)", effect=EFFECTS["no_number"],
-       premises=PROXY, setting="proxy", section="§6", family=None,
-       would_decide=None, headline=False),
-    _d(id="varmedad.variance_vs_medad", kind="paper claim", on_rule_holds="reproduced",
-       statement="Variance ranks patches better than MedAD at the same keep rate (85.90 vs 85.82 in Table 2); here on "
-                 "the trained base model, r = 0.6, no fine-tuning, paired",
-       quote=_Q_TABLE2, where="Table 2", paper_number=None, rule=VS_MEDAD_RULE,
-       unit="top-1 points, variance - MedAD", effect=EFFECTS["variance_vs_medad"], premises=PROXY, setting="proxy",
-       section="§6", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.medad_r03.offtheshelf", kind="paper claim", on_rule_holds="reproduced",
-       statement="MedAD is stable at aggressive keep rates: within 3 % top-1 of the unpruned model at r = 0.3, on the "
-                 "trained base model without fine-tuning (paired on the same images)",
-       quote=_Q_M03, where=f"{_REVIEW}, 'If this is right'", paper_number=None, rule=MEDAD_R03_RULE,
-       unit="top-1 points, MedAD r=0.3 - unpruned", effect=EFFECTS["medad_r03"], premises=PROXY, setting="proxy",
-       section="§6", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.obj3.high_vs_low_variance", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 3: keeping the highest-variance patches beats keeping the lowest-variance and random "
-                 "patches at equal keep rate ({keep_rates}; trained {base_model}, no fine-tuning)",
-       quote=_Q_SETTLE, where=f"{_REVIEW}, 'What would settle it'", paper_number=None, rule=beats_rule,
-       unit="top-1 points, high - low variance, r=0.6", effect=EFFECTS["no_number"], premises=PROXY,
-       setting="proxy", section="§7", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.obj3.diversity_beyond_mean", kind="our hypothesis", on_rule_holds="supported",
-       statement="The paper's premise, tested without the mean: patches with a large scale-free spread across heads "
-                 "(variance / mean^2) are more important than random ones",
-       quote="none: our hypothesis", where="Sec. 3.2 hypothesis; objections 2-3", paper_number=None, rule=beats_rule,
-       unit="top-1 points, cv2 - random, r=0.6", effect=EFFECTS["no_number"], premises=PROXY, setting="proxy",
-       section="§7", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.obj7.offtheshelf_matched", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 7 without fine-tuning: at matched MACs (ToMe {tome_error}), variance pruning beats EViT "
-                 "and ToMe (trained {base_model}, r = 0.6)",
-       quote=_Q_TABLE2, where="Table 2", paper_number=None, rule=beats_rule, unit="top-1 points, variance - ToMe",
-       effect=EFFECTS["variance_vs_tome"], premises=PROXY, setting="proxy", section="§7", family=None,
-       would_decide=None, headline=False),
-    _d(id="varmedad.obj3.photos_vit_s14", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 3 on real photos: with the real pretrained ViT-S/14 (r = 0.6), high-variance pruning keeps "
-                 "the final [CLS] feature closer to the unpruned model's than low-variance or random pruning",
-       quote=_Q_SETTLE, where=f"{_REVIEW}, 'What would settle it'", paper_number=None, rule=photo_rule,
-       unit="cosine, high - low variance", effect=EFFECTS["photo_cosine"], premises=(), setting="proxy",
-       section="§7", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.settle.background_share", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Review 'What would settle it' (b): the high-variance patches the method keeps are object rather than "
-                 "background (background share of the kept patches below that of all patches){on}",
-       quote='"if a large fraction of high-variance patches are also background on a task where background is '
-             'uninformative, the assumption fails."', where=f"{_REVIEW}, 'What would settle it'", paper_number=None,
-       rule=BACKGROUND_RULE,
-       unit="points, background share of kept high-variance patches - of all patches (block 4, r = 0.6)",
-       effect=EFFECTS["background_share"], premises=(FINE_GRAINED_BAR,), setting="proxy", section="§7", family=None,
-       would_decide=None, headline=False),
-    _d(id="varmedad.obj4.temperature", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 4: accuracy does not depend on the unreported Eq. 8 temperature (T -> 0 and T = 1000 "
-                 "against T = {temperature:g}; r = 0.6; trained {base_model}, no fine-tuning)",
-       quote=_Q_FREE, where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", paper_number=None, rule=ROBUST_RULE,
-       unit="top-1 points, largest difference vs main ({worst})", effect=EFFECTS["no_number"],
-       premises=(TEMPERATURE_MOVES,) + PROXY, setting="proxy", section="§8", family="varmedad.robustness",
-       would_decide=None, headline=False),
-    _d(id="varmedad.obj4.blocks", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 4: accuracy does not depend on the (unablated) pruning blocks 4/7/10 at matched MACs "
-                 "(3/6/9, 5/8/11, 2/6/10, keep rate set by config_at_macs as in EViT's Table 13)",
-       quote=_Q_FREE, where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", paper_number=None, rule=ROBUST_RULE,
-       unit="top-1 points, largest difference vs main ({worst}); at matched MACs", effect=EFFECTS["no_number"],
-       premises=PROXY, setting="proxy", section="§8", family="varmedad.robustness", would_decide=None,
-       headline=False),
-    _d(id="varmedad.obj4.fusion", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 4: switching the fusion token off (drop) does not change accuracy at equal keep rate",
-       quote='"a direct comparison at identical FLOPs with and without the fusion token would separate the '
-             'contribution of each."', where=f"{_REVIEW}, reading between the lines", paper_number=None,
-       rule=ROBUST_RULE, unit="top-1 points, largest difference vs main ({worst})", effect=EFFECTS["no_number"],
-       premises=PROXY, setting="proxy", section="§8", family="varmedad.robustness", would_decide=None,
-       headline=False),
-    _d(id="varmedad.obj6.overlap_tokens", kind="consistency check", on_rule_holds="consistent",
-       statement="Objection 6: the overlapping embedding (224 px, patch 16, stride 12, no padding) starts from "
-                 "18 x 18 = 324 tokens instead of 196",
-       quote='"the increase in the initial number of patches due to overlapping is not quantified"',
-       where=f"Sec. 4 (stride 3/4 of the patch; count not printed; {_REVIEW}, minor comment 4)", paper_number=None,
-       rule=TOKENS_RULE, unit="patch tokens", effect=None, premises=(), setting="analytic at paper scale",
-       section="§9", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.macs.matched_point", kind="paper claim", on_rule_holds="reproduced",
-       statement="Variance pruning of DeiT-S at r = 0.6 (blocks 4/7/10, one fused token) costs about 2.64 GFLOPs, the "
-                 "compute at which Table 2 compares the methods",
-       quote=_Q_TABLE2, where="Table 2", paper_number=("VARMEDAD", "matched", "gflops"), rule=MACS_RULE,
-       unit="GMACs (the paper's 'GFLOPs' count MACs, as EViT's)", effect=None, premises=(),
-       setting="analytic at paper scale", section="§9", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.obj6.overlap_flops", kind="paper claim", on_rule_holds="reproduced",
-       statement="With the overlapping embedding, variance pruning at r = 0.6 costs about 2% fewer FLOPs than the "
-                 "unpruned 196-token DeiT-S",
-       quote='"at r=0.6 the model beats the all-patch baseline while using 2% fewer FLOPs"', where="Table 3",
-       paper_number=("VARMEDAD", "overlap", "flops_reduction"), rule=SAVING_RULE,
-       unit="fraction of the unpruned MACs saved", effect=None, premises=(), setting="analytic at paper scale",
-       section="§9", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.r07.mac_ratio", kind="paper claim", on_rule_holds="reproduced",
-       statement="At r = 0.7 throughput rises about 50% (the compute half: DeiT-S's MACs fall by at least that factor)",
-       quote=_Q_R07, where=f"{_REVIEW}, 'If this is right'", paper_number=("VARMEDAD", "r07", "speedup"),
-       rule=R07_MACS_RULE, unit="x, unpruned / variance r=0.7 analytic MACs (DeiT-S, 224 px)", effect=None,
-       premises=(), setting="analytic at paper scale", section="§9", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.r07.top1_drop", kind="paper claim", on_rule_holds="reproduced",
-       statement="At r = 0.7 the accuracy loss is near 0.3 points", quote=_Q_R07,
-       where=f"{_REVIEW}, 'If this is right'", paper_number=("VARMEDAD", "r07", "top1_drop"), rule=None,
-       unit="top-1 points vs unpruned", effect=None, premises=(), setting="paper-scale run", section="§9",
-       family=None, would_decide="fine-tune DeiT-S on ImageNet-100 with variance pruning at r = 0.7 and without "
-                                 "pruning (>= 3 seeds) and compare top-1 (Magnitude: -0.3 +- 0.2 points)",
-       headline=False),
-    _d(id="varmedad.obj4.overlap_stride", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 4: the gain of the overlapping embedding does not hinge on the unablated stride 12 "
-                 "(3/4 of the patch) among strides 8, 10, 12, 14",
-       quote='"The method depends on several free choices that are not reported or ablated: the pruning block '
-             'indices (4, 7, 10), the fusion temperature T in Eq. (8), and the overlapping-patch stride."',
-       where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", paper_number=None, rule=None,
-       unit="top-1 points vs stride 12", effect=None, premises=(), setting="paper-scale run", section="§9",
-       family=None, would_decide="fine-tune DeiT-S on ImageNet-100 with overlapping embeddings at strides 8, 10, 12, "
-                                 "14 and variance pruning at r = 0.6 (>= 3 seeds each) and compare top-1 with stride "
-                                 "12 (Robustness within +-0.2 points)", headline=False),
-    _d(id="varmedad.obj6.overlap_throughput", kind="paper claim", on_rule_holds="reproduced",
-       statement="With the overlapping embedding and r = 0.6, throughput is comparable to the unpruned 196-token "
-                 "DeiT-S",
-       quote='"yields an accuracy improvement while maintaining comparable throughput"',
-       where=f"abstract ({_REVIEW}, minor comment 4)", paper_number=None, rule=SPEED_RULE,
-       unit="x speedup vs unpruned", effect=None, premises=(TIMING_ROUNDS,), setting="timed on this machine",
-       section="§9", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.r07.throughput", kind="paper claim", on_rule_holds="reproduced",
-       statement="At r = 0.7 throughput rises about 50% (DeiT-S, variance, Eq. 8 fusion; measured on this machine)",
-       quote=_Q_R07, where=f"{_REVIEW}, 'If this is right'", paper_number=("VARMEDAD", "r07", "speedup"),
-       rule=R07_SPEED_RULE, unit="x speedup vs unpruned", effect=None, premises=(TIMING_ROUNDS,),
-       setting="timed on this machine", section="§9", family=None, would_decide=None, headline=False),
-    _d(id="varmedad.obj5.variance_vs_evit", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 5: variance pruning beats EViT at the same compute (85.90 vs 85.68, one run); with 3 seeds "
-                 "and a paired test the margin is positive",
-       quote=_Q_SINGLE_RUN, where=f"Table 2 ({_REVIEW}, major comment 3)", paper_number=None, rule=MARGIN_RULE,
-       unit="top-1 points, mean over seeds", effect=EFFECTS["variance_vs_evit"], premises=(MOVED, SEEDS) + PROXY,
-       setting="proxy",
-       section="§10", family="varmedad.finetuned", would_decide=None, headline=True),
-    _d(id="varmedad.obj5.overlap_vs_unpruned", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 5: the overlapping embedding with variance pruning at r = 0.6 beats the unpruned model "
-                 "(87.16 vs 86.74, one run); with 3 seeds and a paired test the margin is positive",
-       quote=_Q_SINGLE_RUN, where=f"Table 3 ({_REVIEW}, major comment 3)",
-       paper_number=("VARMEDAD", "overlap", "margin"),
-       rule=MARGIN_RULE, unit="top-1 points, mean over seeds", effect=EFFECTS["overlap_vs_unpruned"],
-       premises=(TRAINS_OVERLAP, MOVED, SEEDS) + PROXY, setting="proxy", section="§10", family="varmedad.finetuned",
-       would_decide=None, headline=True),
-    _d(id="varmedad.obj7.variance_vs_tome_matched", kind="reviewer objection", on_rule_holds="rejected",
-       statement="Objection 7: at matched MACs and with the same fine-tuning recipe, variance pruning beats ToMe "
-                 "(85.90 vs 85.36)",
-       quote=_Q_TABLE2, where="Table 2", paper_number=None, rule=MARGIN_RULE, unit="top-1 points, mean over seeds",
-       effect=EFFECTS["variance_vs_tome"], premises=(MOVED, SEEDS) + PROXY, setting="proxy", section="§10",
-       family="varmedad.finetuned", would_decide=None, headline=True),
-    _d(id="varmedad.medad_r03.finetuned", kind="paper claim", on_rule_holds="reproduced",
-       statement="MedAD is stable at aggressive keep rates: within 3 % top-1 of the unpruned model at r = 0.3 (DeiT-S "
-                 "fine-tuned on ImageNet-100)",
-       quote=_Q_M03, where=f"{_REVIEW}, 'If this is right'", paper_number=None, rule=MEDAD_R03_RULE,
-       unit="top-1 points, mean over seeds", effect=EFFECTS["medad_r03"], premises=(MOVED, SEEDS) + PROXY,
-       setting="proxy",
-       section="§10", family="varmedad.finetuned", would_decide=None, headline=False),
+    Declaration(
+        id="varmedad.obj8.table1_drop", kind="transcription",
+        statement="Objection 8: Table 1 prints MedAD without fusion at r = 0.8 as 85.98 top-1 with a drop of -3.45",
+        quote='"The reported accuracy drop of (-3.45) for attention MedAD without patch fusion at r=0.8 is '
+              'inconsistent with the adjacent values and with the accuracy of 85.98"',
+        where=f"Table 1 ({_REVIEW}, minor comment 1)", paper_number=("VARMEDAD", "table1_typo", "printed_drop"),
+        rule=TABLE1_RULE, unit="points", setting="from the sources", section="§1"),
+    Declaration(
+        id="varmedad.obj1.eq6_zero", kind="transcription", on_rule_holds="inconsistent",
+        statement="Objection 1: Eq. 6 as printed, (1/H) sum_h (a_h - mean_h a), is identically zero, so it is not the "
+                  "variance the text names and ranks no patch; pruning by it keeps the first ceil(r N) patches in "
+                  "raster order (stable tie-break)", quote='"avar = 1/H HX h=1 (a(h) class - \u00afa). (6)"',
+        where=f"Sec. 3.2 Eq. 5-6 ({_REVIEW}, major comment 1)", rule=EQ6_RULE,
+        unit="max |Eq. 6| in float (exact form: 0)", setting="analytic at paper scale", section="§3"),
+    Declaration(
+        id="varmedad.obj2.{source}", kind="reviewer objection", on_rule_holds="rejected", statement=_OBJ2,
+        quote=_Q_RERANK, where=f"Sec. 3.2 hypothesis ({_REVIEW}, reading between the lines)", rule=RERANK_RULE,
+        unit=SPEARMAN, setting="proxy", section="§5", family="varmedad.rerank"),
+    Declaration(
+        id="varmedad.eq7.median_axis", kind="reviewer objection",
+        statement="Review major comment 2: the axis of Eq. 7's inner median (over heads per patch, or over patches "
+                  "per head) changes which patches MedAD keeps and its accuracy",
+        quote='"This ambiguity affects the interpretation of every result using the MedAD indicator"',
+        where=f"Sec. 3.2 Eq. 7 ({_REVIEW}, major comment 2)", rule=MEDAD_AXIS_RULE,
+        unit=MEDAD_ACC + " (trained {base_model}, r = 0.6, no fine-tuning)", effect=EFFECTS["no_number"],
+        premises=PROXY, setting="proxy", section="§6"),
+    Declaration(
+        id="varmedad.variance_vs_medad",
+        statement="Variance ranks patches better than MedAD at the same keep rate (85.90 vs 85.82 in Table 2); here on "
+                  "the trained base model, r = 0.6, no fine-tuning, paired", quote=_Q_TABLE2, where="Table 2",
+        rule=VS_MEDAD_RULE, unit="top-1 points, variance - MedAD", effect=EFFECTS["variance_vs_medad"], premises=PROXY,
+        setting="proxy", section="§6"),
+    Declaration(
+        id="varmedad.medad_r03.offtheshelf",
+        statement="MedAD is stable at aggressive keep rates: within 3 % top-1 of the unpruned model at r = 0.3, on the "
+                  "trained base model without fine-tuning (paired on the same images)", quote=_Q_M03,
+        where=f"{_REVIEW}, 'If this is right'", rule=MEDAD_R03_RULE, unit="top-1 points, MedAD r=0.3 - unpruned",
+        effect=EFFECTS["medad_r03"], premises=PROXY, setting="proxy", section="§6"),
+    Declaration(
+        id="varmedad.obj3.high_vs_low_variance", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 3: keeping the highest-variance patches beats keeping the lowest-variance and random "
+                  "patches at equal keep rate ({keep_rates}; trained {base_model}, no fine-tuning)", quote=_Q_SETTLE,
+        where=f"{_REVIEW}, 'What would settle it'", rule=beats_rule, unit="top-1 points, high - low variance, r=0.6",
+        effect=EFFECTS["no_number"], premises=PROXY, setting="proxy", section="§7"),
+    Declaration(
+        id="varmedad.obj3.diversity_beyond_mean", kind="our hypothesis",
+        statement="The paper's premise, tested without the mean: patches with a large scale-free spread across heads "
+                  "(variance / mean^2) are more important than random ones", quote="none: our hypothesis",
+        where="Sec. 3.2 hypothesis; objections 2-3", rule=beats_rule, unit="top-1 points, cv2 - random, r=0.6",
+        effect=EFFECTS["no_number"], premises=PROXY, setting="proxy", section="§7"),
+    Declaration(
+        id="varmedad.obj7.offtheshelf_matched", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 7 without fine-tuning: at matched MACs (ToMe {tome_error}), variance pruning beats EViT "
+                  "and ToMe (trained {base_model}, r = 0.6)", quote=_Q_TABLE2, where="Table 2", rule=beats_rule,
+        unit="top-1 points, variance - ToMe", effect=EFFECTS["variance_vs_tome"], premises=PROXY, setting="proxy",
+        section="§7"),
+    Declaration(
+        id="varmedad.obj3.photos_vit_s14", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 3 on real photos: with the real pretrained ViT-S/14 (r = 0.6), high-variance pruning "
+                  "keeps the final [CLS] feature closer to the unpruned model's than low-variance or random pruning",
+        quote=_Q_SETTLE, where=f"{_REVIEW}, 'What would settle it'", rule=photo_rule,
+        unit="cosine, high - low variance", effect=EFFECTS["photo_cosine"], setting="proxy", section="§7"),
+    Declaration(
+        id="varmedad.settle.background_share", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Review 'What would settle it' (b): the high-variance patches the method keeps are object rather "
+                  "than background (background share of the kept patches below that of all patches){on}",
+        quote='"if a large fraction of high-variance patches are also background on a task where background is '
+              'uninformative, the assumption fails."', where=f"{_REVIEW}, 'What would settle it'", rule=BACKGROUND_RULE,
+        unit="points, background share of kept high-variance patches - of all patches (block 4, r = 0.6)",
+        effect=EFFECTS["background_share"], premises=(FINE_GRAINED_BAR,), setting="proxy", section="§7"),
+    Declaration(
+        id="varmedad.obj4.temperature", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 4: accuracy does not depend on the unreported Eq. 8 temperature (T -> 0 and T = 1000 "
+                  "against T = {temperature:g}; r = 0.6; trained {base_model}, no fine-tuning)", quote=_Q_FREE,
+        where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", rule=ROBUST_RULE,
+        unit="top-1 points, largest difference vs main ({worst})", effect=EFFECTS["no_number"],
+        premises=(TEMPERATURE_MOVES,) + PROXY, setting="proxy", section="§8", family="varmedad.robustness"),
+    Declaration(
+        id="varmedad.obj4.blocks", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 4: accuracy does not depend on the (unablated) pruning blocks 4/7/10 at matched MACs "
+                  "(3/6/9, 5/8/11, 2/6/10, keep rate set by config_at_macs as in EViT's Table 13)", quote=_Q_FREE,
+        where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", rule=ROBUST_RULE,
+        unit="top-1 points, largest difference vs main ({worst}); at matched MACs", effect=EFFECTS["no_number"],
+        premises=PROXY, setting="proxy", section="§8", family="varmedad.robustness"),
+    Declaration(
+        id="varmedad.obj4.fusion", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 4: switching the fusion token off (drop) does not change accuracy at equal keep rate",
+        quote='"a direct comparison at identical FLOPs with and without the fusion token would separate the '
+              'contribution of each."', where=f"{_REVIEW}, reading between the lines", rule=ROBUST_RULE,
+        unit="top-1 points, largest difference vs main ({worst})", effect=EFFECTS["no_number"], premises=PROXY,
+        setting="proxy", section="§8", family="varmedad.robustness"),
+    Declaration(
+        id="varmedad.obj6.overlap_tokens", kind="consistency check",
+        statement="Objection 6: the overlapping embedding (224 px, patch 16, stride 12, no padding) starts from "
+                  "18 x 18 = 324 tokens instead of 196",
+        quote='"the increase in the initial number of patches due to overlapping is not quantified"',
+        where=f"Sec. 4 (stride 3/4 of the patch; count not printed; {_REVIEW}, minor comment 4)", rule=TOKENS_RULE,
+        unit="patch tokens", setting="analytic at paper scale", section="§9"),
+    Declaration(
+        id="varmedad.macs.matched_point",
+        statement="Variance pruning of DeiT-S at r = 0.6 (blocks 4/7/10, one fused token) costs about 2.64 GFLOPs, the "
+                  "compute at which Table 2 compares the methods", quote=_Q_TABLE2, where="Table 2",
+        paper_number=("VARMEDAD", "matched", "gflops"), rule=MACS_RULE,
+        unit="GMACs (the paper's 'GFLOPs' count MACs, as EViT's)", setting="analytic at paper scale", section="§9"),
+    Declaration(
+        id="varmedad.obj6.overlap_flops",
+        statement="With the overlapping embedding, variance pruning at r = 0.6 costs about 2% fewer FLOPs than the "
+                  "unpruned 196-token DeiT-S",
+        quote='"at r=0.6 the model beats the all-patch baseline while using 2% fewer FLOPs"', where="Table 3",
+        paper_number=("VARMEDAD", "overlap", "flops_reduction"), rule=SAVING_RULE,
+        unit="fraction of the unpruned MACs saved", setting="analytic at paper scale", section="§9"),
+    Declaration(
+        id="varmedad.r07.mac_ratio",
+        statement="At r = 0.7 throughput rises about 50% (the compute half: DeiT-S's MACs fall by at least that "
+                  "factor)",
+        quote=_Q_R07, where=f"{_REVIEW}, 'If this is right'", paper_number=("VARMEDAD", "r07", "speedup"),
+        rule=R07_MACS_RULE, unit="x, unpruned / variance r=0.7 analytic MACs (DeiT-S, 224 px)",
+        setting="analytic at paper scale", section="§9"),
+    Declaration(
+        id="varmedad.r07.top1_drop", statement="At r = 0.7 the accuracy loss is near 0.3 points", quote=_Q_R07,
+        where=f"{_REVIEW}, 'If this is right'", paper_number=("VARMEDAD", "r07", "top1_drop"),
+        unit="top-1 points vs unpruned", setting="paper-scale run", section="§9",
+        would_decide="fine-tune DeiT-S on ImageNet-100 with variance pruning at r = 0.7 and without "
+                     "pruning (>= 3 seeds) and compare top-1 (Magnitude: -0.3 +- 0.2 points)"),
+    Declaration(
+        id="varmedad.obj4.overlap_stride", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 4: the gain of the overlapping embedding does not hinge on the unablated stride 12 "
+                  "(3/4 of the patch) among strides 8, 10, 12, 14",
+        quote='"The method depends on several free choices that are not reported or ablated: the pruning block '
+              'indices (4, 7, 10), the fusion temperature T in Eq. (8), and the overlapping-patch stride."',
+        where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", unit="top-1 points vs stride 12",
+        setting="paper-scale run", section="§9",
+        would_decide="fine-tune DeiT-S on ImageNet-100 with overlapping embeddings at strides 8, 10, 12, "
+                     "14 and variance pruning at r = 0.6 (>= 3 seeds each) and compare top-1 with stride "
+                     "12 (Robustness within +-0.2 points)"),
+    Declaration(
+        id="varmedad.obj6.overlap_throughput",
+        statement="With the overlapping embedding and r = 0.6, throughput is comparable to the unpruned 196-token "
+                  "DeiT-S", quote='"yields an accuracy improvement while maintaining comparable throughput"',
+        where=f"abstract ({_REVIEW}, minor comment 4)", rule=SPEED_RULE, unit="x speedup vs unpruned",
+        premises=(TIMING_ROUNDS,), setting="timed on this machine", section="§9"),
+    Declaration(
+        id="varmedad.r07.throughput",
+        statement="At r = 0.7 throughput rises about 50% (DeiT-S, variance, Eq. 8 fusion; measured on this machine)",
+        quote=_Q_R07, where=f"{_REVIEW}, 'If this is right'", paper_number=("VARMEDAD", "r07", "speedup"),
+        rule=R07_SPEED_RULE, unit="x speedup vs unpruned", premises=(TIMING_ROUNDS,), setting="timed on this machine",
+        section="§9"),
+    Declaration(
+        id="varmedad.obj5.variance_vs_evit", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 5: variance pruning beats EViT at the same compute (85.90 vs 85.68, one run); with 3 "
+                  "seeds and a paired test the margin is positive", quote=_Q_SINGLE_RUN,
+        where=f"Table 2 ({_REVIEW}, major comment 3)", rule=MARGIN_RULE, unit="top-1 points, mean over seeds",
+        effect=EFFECTS["variance_vs_evit"], premises=(MOVED, SEEDS) + PROXY, setting="proxy", section="§10",
+        family="varmedad.finetuned", headline=True),
+    Declaration(
+        id="varmedad.obj5.overlap_vs_unpruned", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 5: the overlapping embedding with variance pruning at r = 0.6 beats the unpruned model "
+                  "(87.16 vs 86.74, one run); with 3 seeds and a paired test the margin is positive",
+        quote=_Q_SINGLE_RUN, where=f"Table 3 ({_REVIEW}, major comment 3)",
+        paper_number=("VARMEDAD", "overlap", "margin"), rule=MARGIN_RULE, unit="top-1 points, mean over seeds",
+        effect=EFFECTS["overlap_vs_unpruned"], premises=(TRAINS_OVERLAP, MOVED, SEEDS) + PROXY, setting="proxy",
+        section="§10", family="varmedad.finetuned", headline=True),
+    Declaration(
+        id="varmedad.obj7.variance_vs_tome_matched", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Objection 7: at matched MACs and with the same fine-tuning recipe, variance pruning beats ToMe "
+                  "(85.90 vs 85.36)", quote=_Q_TABLE2, where="Table 2", rule=MARGIN_RULE,
+        unit="top-1 points, mean over seeds", effect=EFFECTS["variance_vs_tome"], premises=(MOVED, SEEDS) + PROXY,
+        setting="proxy", section="§10", family="varmedad.finetuned", headline=True),
+    Declaration(
+        id="varmedad.medad_r03.finetuned",
+        statement="MedAD is stable at aggressive keep rates: within 3 % top-1 of the unpruned model at r = 0.3 (DeiT-S "
+                  "fine-tuned on ImageNet-100)", quote=_Q_M03, where=f"{_REVIEW}, 'If this is right'",
+        rule=MEDAD_R03_RULE, unit="top-1 points, mean over seeds", effect=EFFECTS["medad_r03"],
+        premises=(MOVED, SEEDS) + PROXY, setting="proxy", section="§10", family="varmedad.finetuned"),
 ]
 
 #: the paper's absolute top-1 numbers: key -> (configuration fine-tuned, path in paper_numbers, quote, where)
@@ -308,14 +304,14 @@ TOP1 = {
 
 def _top1(key: str, scale: bool) -> Declaration:
     name, path, quote, where = TOP1[key]
-    value = VM[path[1]][path[2]] if len(path) == 3 else VM[path[1]][path[2]][path[3]]
+    value = paper_number(path)
     how = "without pruning" if name == "unpruned" else f"with {name} at r = {R_MAIN}"
-    return _d(id=f"varmedad.{'paper_scale.' if scale else ''}top1.{key}", kind="paper claim",
-              on_rule_holds="reproduced", statement=f"DeiT-S fine-tuned on ImageNet-100 {how} reaches {value} top-1",
-              quote=quote, where=f"{where} ({SRC})", paper_number=path, rule=top1_rule(value),
-              unit="% top-1, mean over seeds" if scale else "% top-1", effect=None,
-              premises=(SEEDS, FULL_SCHEDULE) if scale else (), setting="paper-scale run", section="§11",
-              family="varmedad.top1", would_decide=None if scale else _WD_TOP1, headline=False)
+    return Declaration(
+        id=f"varmedad.{'paper_scale.' if scale else ''}top1.{key}",
+        statement=f"DeiT-S fine-tuned on ImageNet-100 {how} reaches {value} top-1", quote=quote,
+        where=f"{where} ({SRC})", paper_number=path, rule=top1_rule(value),
+        unit="% top-1, mean over seeds" if scale else "% top-1", premises=(SEEDS, FULL_SCHEDULE) if scale else (),
+        setting="paper-scale run", section="§11", family="varmedad.top1", would_decide=None if scale else _WD_TOP1)
 
 
 #: claims measured on the base model or its fine-tunes, which the paper profile decides on its own trained DeiT-S

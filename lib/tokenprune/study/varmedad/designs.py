@@ -13,7 +13,7 @@ from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
 from tokenprune.study import paper_runs, verdicts
-from tokenprune.study.claims import MAX_WHY, Declaration, file_claim
+from tokenprune.study.claims import Declaration, file_claim, too_long
 from tokenprune.study.varmedad.claims import CLAIMS
 
 __all__ = ["image_design", "seed_design", "cluster_design", "binding_gate", "beats_values", "part_summary",
@@ -151,14 +151,14 @@ def file(rep: Any, decl: Declaration, decision: verdicts.Decision, *, why: str =
          details: Optional[Mapping[str, Any]] = None, premises: Optional[Mapping[str, verdicts.Premise]] = None,
          **measured: Any) -> Any:
     """:func:`~tokenprune.study.claims.file_claim` with a why of one sentence: ``why`` (the deciding numbers) follows
-    the rule's reason when both fit :data:`~tokenprune.study.claims.MAX_WHY`, else it stands alone and the rule's
+    the rule's reason unless both are :func:`~tokenprune.study.claims.too_long`, else it stands alone and the rule's
     reason goes into ``details`` (``rule's reason``); when a declared premise fails (its name then is the why),
     ``why`` goes into ``details`` (``measured``)."""
     details, given = dict(details or {}), dict(premises or {})
     failed = [n for n in decl.premises if not (given[n] if n in given else rep.premise(n)).holds]
     if failed and why:
         details["measured"], why = why, ""
-    elif decision.why and len(decision.why) + len(why) + 2 > MAX_WHY:
+    elif decision.why and too_long(decision.why, why):
         details["rule's reason"] = decision.why
         decision, why = dataclasses.replace(decision, why=why or "the rule's reason is in the details"), ""
     return file_claim(rep, decl, decision, why=why, details=details or None, premises=given, **measured)

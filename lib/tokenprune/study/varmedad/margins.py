@@ -56,7 +56,7 @@ def margin_claim(rep, ft: Finetunes, cfg: SimpleNamespace, cid: str) -> Optional
     df = pd.DataFrame([{"seed": s, "a": a, "b": b, **paired_comparison(ft.preds[(a, s)], ft.preds[(b, s)],
                                                                        seed=cfg.seed)} for s in cfg.seeds])
     ss = intervals.seed_summary(df.top1_diff.values * 100)
-    decision = decl.rule.decide(ss.mean, ss.low, ss.high, what=f"{a} - {b} across seeds")
+    decision = decl.rule().decide(ss.mean, ss.low, ss.high, what=f"{a} - {b} across seeds")
     design = seed_design(df.top1_diff.values * 100, f"{a} - {b}, top-1 points, each on the same {ft.n_test} images")
     det = verdicts.Detectable(abs(paper_value), design) if design is not None else None
     if det is not None:
@@ -102,6 +102,6 @@ def top1_claims(rep, ft: Finetunes, cfg: SimpleNamespace) -> None:
         ss = intervals.seed_summary(runs.top1.values * 100)
         premises = {SEEDS: verdicts.Premise(SEEDS, ss.n >= MIN_SEEDS, f"{ss.n} seed(s)"),
                     paper_runs.FULL_SCHEDULE: paper_runs.full_schedule_premise([ft.runs[(name, s)] for s in runs.seed])}
-        file(rep, decl, decl.rule.decide(ss.mean, ss.low, ss.high), premises=premises, our_value=round(ss.mean, 2),
+        file(rep, decl, decl.rule().decide(ss.mean, ss.low, ss.high), premises=premises, our_value=round(ss.mean, 2),
              ci=None if ss.n < 2 else [ss.low, ss.high], why="seed t-interval of top-1 of our recipe",
              details={"setting": ft.setting})

@@ -94,21 +94,21 @@ def deit_s_macs(rep, cfg: SimpleNamespace) -> DeitS:
     decl = CLAIMS["varmedad.obj6.overlap_tokens"]
     same = n_overlap == OVERLAP_TOKENS == ov_model.patch_embed.num_patches == math.prod(
         conv_grid(224, 16, VM["overlap"]["stride"]))
-    file(rep, decl, decl.rule.decide(same, f"token count differs from {OVERLAP_TOKENS}"), paper_value="not printed",
+    file(rep, decl, decl.rule().decide(same, f"token count differs from {OVERLAP_TOKENS}"), paper_value="not printed",
          our_value=int(n_overlap))
     g_var = float(table[table.config == "variance r=0.6 (Eq. 8 fusion)"].gmacs.iloc[0])
     decl = CLAIMS["varmedad.macs.matched_point"]
-    file(rep, decl, decl.rule.decide(g_var), our_value=round(g_var, 4),
+    file(rep, decl, decl.rule().decide(g_var), our_value=round(g_var, 4),
          why="analytic MACs at 224 px, batch 1 (= FlopCounterMode within 1% in tests)")
     saving = 1 - float(table[table.config == "overlap + variance r=0.6"].mac_ratio.iloc[0])
     paper_saving = VM["overlap"]["flops_reduction"]
     decl = CLAIMS["varmedad.obj6.overlap_flops"]
-    file(rep, decl, decl.rule.decide(abs(saving - paper_saving) <= 0.005,
+    file(rep, decl, decl.rule().decide(abs(saving - paper_saving) <= 0.005,
                                      f"saving {saving:.2%} is not within 0.5 points of {paper_saving:.0%}"),
          our_value=round(saving, 4), why="tokens 324 -> 196 -> 119 -> 73")
     r07 = 1 / float(table[table.config == "variance r=0.7 (Eq. 8 fusion)"].mac_ratio.iloc[0])
     decl = CLAIMS["varmedad.r07.mac_ratio"]
-    file(rep, decl, decl.rule.decide(r07), our_value=round(r07, 4),
+    file(rep, decl, decl.rule().decide(r07), our_value=round(r07, 4),
          why="analytic MACs, blocks 4/7/10, Eq. 8 fused token; below 1.5 would leave no room for +50 % throughput")
     decl = CLAIMS["varmedad.r07.top1_drop"]
     file(rep, decl, verdicts.not_testable("needs DeiT-S fine-tuned on ImageNet-100 with and without pruning at r = 0.7;"
@@ -158,13 +158,13 @@ def overlap_throughput(rep, deit_models: dict, cfg: SimpleNamespace, device: str
     rep.add_premise(verdicts.Premise(TIMING_ROUNDS, cfg.bench_rounds >= 3, f"{cfg.bench_rounds} round(s)"))
     where = f"{hw['cpu_model']} ({device}), batch {cfg.bench_batch}, fp32, {cfg.bench_rounds} interleaved rounds"
     decl = CLAIMS["varmedad.obj6.overlap_throughput"]
-    file(rep, decl, decl.rule.decide({"speedup vs unpruned": (row.speedup, row.speedup_low, row.speedup_high)}),
+    file(rep, decl, decl.rule().decide({"speedup vs unpruned": (row.speedup, row.speedup_low, row.speedup_high)}),
          timed=True, load=bench.load_from_row(row), paper_value="comparable", our_value=round(row.speedup, 3),
          ci=[row.speedup_low, row.speedup_high], why=f"median images/s, interleaved rounds; {where}"[:190],
          details={"interval": "bootstrap over per-round ratios", "paper": "a GPU"})
     row = speed[speed.config == "variance r=0.7 (Eq. 8 fusion)"].iloc[0]
     decl = CLAIMS["varmedad.r07.throughput"]
-    file(rep, decl, decl.rule.decide({R07_SPEED: (row.speedup, row.speedup_low, row.speedup_high)}), timed=True,
+    file(rep, decl, decl.rule().decide({R07_SPEED: (row.speedup, row.speedup_low, row.speedup_high)}), timed=True,
          load=bench.load_from_row(row), our_value=round(row.speedup, 3), ci=[row.speedup_low, row.speedup_high],
          why=f"tolerance 90 % of the printed 1.5x; MAC ratio {row.mac_ratio:.3f}",
          details={"timing": where, "paper": "its hardware is not in our sources"})

@@ -136,7 +136,7 @@ def background_share(rep, cfg: SimpleNamespace) -> pd.DataFrame:
                                      "(independent of their mean)")
     det = verdicts.Detectable(EFFECTS["background_share"], design)
     rep.add_premise(chosen.bar_premise(cfg.birds_model, "fine-grained"))
-    file(rep, decl, det.gate(decl.rule.decide(v.diff_points, v.diff_low, v.diff_high, what="variance kept - all")),
+    file(rep, decl, det.gate(decl.rule().decide(v.diff_points, v.diff_low, v.diff_high, what="variance kept - all")),
          keys={"on": f" (trained {cfg.birds_model}, SynthBirds test images)"}, our_value=round(v.diff_points, 2),
          ci=[v.diff_low, v.diff_high], design=det.record(),
          why=f"background {v.background_share_all:.1%} of all patches, {v.background_share_kept:.1%} of the kept ones",

@@ -99,7 +99,7 @@ def eq6_checks(rank_sources: dict, base: torch.nn.Module, x_rank: torch.Tensor, 
 def eq6_claim(rep, checks: Eq6Checks) -> None:
     """Objection 1: file the transcription check of Eq. 6 as printed from :func:`eq6_checks`."""
     decl = CLAIMS["varmedad.obj1.eq6_zero"]
-    file(rep, decl, decl.rule.decide(checks.holds, "a check failed: see eq6_numeric.csv"),
+    file(rep, decl, decl.rule().decide(checks.holds, "a check failed: see eq6_numeric.csv"),
                our_value=float(checks.table.float_max_abs.max()), paper_value=0,
                details={"symbolic zero for H = 1..16": all(checks.sym_zero.values()),
                         "raster-order kept set at each location": checks.kept_ok})
@@ -176,7 +176,7 @@ def claim_rerank(rep, agreement: Agreement, subjects, s14_model: str) -> None:
                    "spearman_blocks_7_10": sel.spearman.iloc[1:].tolist(), "medad_vs_mean_spearman": medad.tolist(),
                    "intervals": (f"cluster bootstrap over {row.clusters} photos, their {row.images} crops nested"
                                  if row.clusters != row.images else f"bootstrap over {row.images} images")}
-        file(rep, decl, decl.rule.decide(values), keys={"source": short, "label": src},
+        file(rep, decl, decl.rule().decide(values), keys={"source": short, "label": src},
                    our_value=round(row.spearman, 3), ci=[row.spearman_low, row.spearman_high],
                    why=f"block {LOCS[0]}: Spearman {rho}, Jaccard {row['jaccard_r0.6']:.2f} (chance "
                        f"{row['chance_r0.6']:.2f}); log var = c + {fit.slope:.2f} log mean",

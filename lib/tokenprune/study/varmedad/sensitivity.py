@@ -56,7 +56,7 @@ def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNam
     alternatives = [{"name": r.alternative, "estimate": r.top1_diff * 100, "low": r.top1_diff_low * 100,
                      "high": r.top1_diff_high * 100, "p": r.mcnemar_p, "equivalent": r.equivalent_margin,
                      "tost_p": r.tost_p} for r in used.itertuples()]
-    eff, rule = EFFECTS["no_number"], CLAIMS[cid].rule
+    eff, rule = EFFECTS["no_number"], CLAIMS[cid].rule()
     n_max = getattr(subjects, "n_test_split", None)
     det, bind = binding_gate([(a["name"], eff, image_design(preds[a["name"]], preds["variance"], n_max),
                                bool(a["equivalent"] or (a["p"] < rule.alpha and (a["low"] > 0 or a["high"] < 0))))

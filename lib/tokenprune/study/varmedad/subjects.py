@@ -75,7 +75,7 @@ def table1_claim(rep) -> float:
     t1 = VM["table1_typo"]
     implied = round(t1["top1"] - t1["baseline_top1"], 2)
     decl = CLAIMS["varmedad.obj8.table1_drop"]
-    decision = decl.rule.decide(abs(implied - t1["printed_drop"]) <= 0.01,
+    decision = decl.rule().decide(abs(implied - t1["printed_drop"]) <= 0.01,
                                 f"reporting error: {t1['top1']} - {t1['baseline_top1']} = {implied}; a drop of "
                                 f"{t1['printed_drop']} would need an accuracy of "
                                 f"{t1['baseline_top1'] + t1['printed_drop']:.2f}")

@@ -16,7 +16,7 @@ from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison, prune_sweep
 from tokenprune.study import verdicts
-from tokenprune.study.claims import MAX_WHY
+from tokenprune.study.claims import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
 from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file_on_base, image_design, interval,
                                                part_summary, part_text)
@@ -118,7 +118,7 @@ def _beats(rep, cid: str, parts: list, preds: dict, effects: Sequence[float], ro
     file_on_base(rep, cid, det.gate(decl.rule([lb for lb, _ in parts]).decide(values)), profile=cfg.profile,
                  base_run=getattr(subjects, "base_run", None), keys=keys or {}, paper_value=paper_value,
                  our_value=round(row.top1_diff * 100, 2), ci=[row.top1_diff_low * 100, row.top1_diff_high * 100],
-                 design=det.record(), why=f"{part_text(*parts[lead])}; binding part {bind}"[:MAX_WHY - 40],
+                 design=det.record(), why=shorten(f"{part_text(*parts[lead])}; binding part {bind}", MAX_WHY - 40),
                  details={"parts": [part_summary(lb, c) for lb, c in parts], "effects in dispute": list(effects),
                           "design": det.design.text()})
 
@@ -199,7 +199,7 @@ def medad_axis(rep, preds: dict, subjects: Any, cfg: SimpleNamespace) -> pd.Data
               f"equivalent within +-{EQUIV_MARGIN * 100:g} points": bool(t.equivalent)}
     cid = "varmedad.eq7.median_axis"
     det = verdicts.Detectable(EFFECTS["no_number"], image_design(a, b, getattr(subjects, "n_test_split", None)))
-    file_on_base(rep, cid, det.gate(CLAIMS[cid].rule.decide(values)), profile=cfg.profile,
+    file_on_base(rep, cid, det.gate(CLAIMS[cid].rule().decide(values)), profile=cfg.profile,
                  base_run=getattr(subjects, "base_run", None), keys={"base_model": cfg.base_model},
                  our_value=round(c["top1_diff"] * 100, 2), ci=[c["top1_diff_low"] * 100, c["top1_diff_high"] * 100],
                  design=det.record(), why=f"Jaccard {j.jaccard:.2f} (chance {j.chance:.2f}), TOST p {t.p_value:.2g}",
@@ -220,7 +220,7 @@ def variance_vs_medad(rep, preds: dict, cfg: SimpleNamespace, subjects: Any) -> 
     cid = "varmedad.variance_vs_medad"
     det = verdicts.Detectable(EFFECTS["variance_vs_medad"],
                               image_design(preds["variance"], preds["medad"], getattr(subjects, "n_test_split", None)))
-    decision = CLAIMS[cid].rule.decide(c.top1_diff * 100, c.top1_diff_low * 100, c.top1_diff_high * 100, c.mcnemar_p,
+    decision = CLAIMS[cid].rule().decide(c.top1_diff * 100, c.top1_diff_low * 100, c.top1_diff_high * 100, c.mcnemar_p,
                                        what="variance - MedAD")
     file_on_base(rep, cid, det.gate(decision), profile=cfg.profile, base_run=getattr(subjects, "base_run", None),
                  paper_value=round(top1["attention_variance"] - top1["attention_medad"], 2),
@@ -242,7 +242,7 @@ def medad_r03_claims(rep, preds: dict, cfg: SimpleNamespace, subjects: Any) -> p
     cid = "varmedad.medad_r03.offtheshelf"
     det = verdicts.Detectable(EFFECTS["medad_r03"], image_design(preds["medad_r03"], preds["unpruned"],
                                                                  getattr(subjects, "n_test_split", None)))
-    decision = CLAIMS[cid].rule.decide(c.top1_diff * 100, c.top1_diff_low * 100, c.top1_diff_high * 100,
+    decision = CLAIMS[cid].rule().decide(c.top1_diff * 100, c.top1_diff_low * 100, c.top1_diff_high * 100,
                                        what="MedAD r=0.3 - unpruned")
     file_on_base(rep, cid, det.gate(decision), profile=cfg.profile, base_run=getattr(subjects, "base_run", None),
                  paper_value=-VM["medad_r03"]["max_drop"], our_value=round(c.top1_diff * 100, 2),
