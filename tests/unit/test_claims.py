@@ -10,6 +10,7 @@ from tokenprune.study import claims as C
 from tokenprune.study import ledger as L
 from tokenprune.study import report as R
 from tokenprune.study import verdicts as V
+from tokenprune.study import why as W
 
 
 def _decl(**over) -> C.Declaration:
@@ -99,8 +100,8 @@ def test_a_claim_refuses_a_verdict_of_another_kind_and_a_long_why():
     with pytest.raises(ValueError, match="verdict"):
         dataclasses.replace(claim, id="x", verdict="upheld")
     with pytest.raises(ValueError, match="why"):
-        dataclasses.replace(claim, id="x", verdict="not reproduced", outcome="fails", why="x" * (C.MAX_WHY + 1))
-    long = "the interval lies below; " + "x" * C.MAX_WHY
+        dataclasses.replace(claim, id="x", verdict="not reproduced", outcome="fails", why="x" * (W.MAX_WHY + 1))
+    long = "the interval lies below; " + "x" * W.MAX_WHY
     filed = C.file_claim(rep, _decl(id="y{keep}"), V.Decision("not reproduced", long, "rule"), keys={"keep": 0.7},
                          why="context")
     assert filed.why == "the interval lies below" and filed.details == {"context": "context", "reason": long}
@@ -115,12 +116,12 @@ def test_a_claim_refuses_a_verdict_of_another_kind_and_a_long_why():
     ("words only, cut in a word", 18, "words only, cut i…"),
 ])
 def test_a_why_is_shortened_in_one_place_never_inside_a_number_or_an_interval(text, limit, want):
-    assert C.shorten(text, limit) == want and len(want) <= limit
+    assert W.shorten(text, limit) == want and len(want) <= limit
 
 
 def test_too_long_measures_the_joined_why():
-    assert not C.too_long("x" * C.MAX_WHY) and C.too_long("x" * (C.MAX_WHY - 1), "")
-    assert C.too_long("x" * 100, "y" * 99) and not C.too_long("x" * 100, "y" * 98)
+    assert not W.too_long("x" * W.MAX_WHY) and W.too_long("x" * (W.MAX_WHY - 1), "")
+    assert W.too_long("x" * 100, "y" * 99) and not W.too_long("x" * 100, "y" * 98)
 
 
 def test_premises_are_declared_and_gate_the_decision():

@@ -7,7 +7,7 @@ through :func:`paper_number`), the rule that decides it (always called to give a
 object, its tolerance fixed in the declaration), the effect in dispute, the premises it rests on, the setting it is
 decided in and the notebook section that decides it. Experiments return measurements; :func:`file_claim` turns one
 declaration, the rule's :class:`~tokenprune.study.verdicts.Decision` and the measurement into a filed claim, its why
-one sentence (:func:`too_long` decides what moves into the details, :func:`shorten` is the one place a why is cut).
+one sentence (:mod:`tokenprune.study.why`).
 
 The verdict engine speaks of a rule that holds (``reproduced``) or fails (``not reproduced``); each kind names
 those outcomes in its own words (:data:`VOCABULARY`), and a declaration says which word a rule that holds gives
@@ -21,13 +21,11 @@ import string
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from tokenprune.study.why import MAX_WHY, one_sentence
 from tokenprune.utils.io import to_jsonable
 
 __all__ = [
     "PAPERS",
-    "MAX_WHY",
-    "too_long",
-    "shorten",
     "Claim",
     "KINDS",
     "SETTINGS",
@@ -51,9 +49,6 @@ PAPERS: tuple[str, ...] = ("evit", "bat", "varmedad", "decouple", "other")
 """Paper ids, the four papers of the README's table of notebooks (``evit``: EViT, ``bat``: BAT, ``varmedad``: Igaue &
 Aizawa, ``decouple``: part coverage and faithfulness), each audited by its package of :mod:`tokenprune.study`;
 ``other`` is for checks of our own, e.g. library invariants."""
-
-MAX_WHY = 200
-"""A claim's why is one sentence of at most this many characters."""
 
 KINDS: tuple[str, ...] = ("paper claim", "reviewer objection", "consistency check", "transcription",
                           "our hypothesis")
@@ -389,46 +384,6 @@ def paper_number(path: Optional[Sequence[Any]], keys: Mapping[str, Any] = {}) ->
     return value
 
 
-_NUMBER = frozenset("0123456789.")
-
-
-def too_long(*parts: str) -> bool:
-    """Whether ``parts`` joined as one why (``"; "`` between them) exceed :data:`MAX_WHY`: the one measure every
-    filing uses to decide what stays in a why and what moves into the claim's details."""
-    return len("; ".join(parts)) > MAX_WHY
-
-
-def shorten(text: str, limit: int = MAX_WHY) -> str:
-    """``text`` cut to at most ``limit`` characters, ending in an ellipsis: the one place a why is cut. The cut never
-    falls inside a number (``1.6|42`` backs off to before ``1.642``) or an interval (an unclosed ``[`` backs off to
-    before the ``[``), so that a number a why shows is one that was measured."""
-    if len(text) <= limit:
-        return text
-    end = limit - 1
-    opened = text.rfind("[", 0, end)
-    if opened > text.rfind("]", 0, end):
-        end = opened
-    if 0 < end < len(text) and text[end - 1] in _NUMBER and text[end] in _NUMBER | {"%"}:
-        while end > 0 and text[end - 1] in _NUMBER | {"+", "-", "−"}:
-            end -= 1
-    return text[:end].rstrip() + "…"
-
-
-def _one_sentence(reason: str, context: str, details: dict) -> str:
-    """The claim's why: the rule's reason with ``context`` when both fit :data:`MAX_WHY`; else the reason alone (the
-    context kept in ``details["context"]``), its first clause when even that is longer (the whole reason kept in
-    ``details["reason"]``), :func:`shorten` when the clause is too."""
-    parts = [w for w in (reason, context) if w]
-    if not too_long(*parts):
-        return "; ".join(parts)
-    if context:
-        details["context"] = context
-    if not too_long(reason):
-        return reason
-    details["reason"] = reason
-    return shorten(reason.split("; ")[0])
-
-
 def gating_order(premises: Sequence[Any]) -> list[Any]:
     """``premises`` in the order they gate a decision: as declared, except that a failed premise that fails as
     ``not testable here`` (nothing at this machine's scale can meet it) is outermost, so that it is the one named."""
@@ -464,9 +419,10 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
     A premise that fails makes the claim ``inconclusive`` (or what the premise fails as) naming it; the rule's own
     verdict and reason are kept in ``details["rule alone"]``, each failed premise's detail in
     ``details["failed premises"]``, each held premise's limitation in ``details["limitations"]``. ``why`` (context) is
-    appended to the decision's reason where both fit one why (:func:`_one_sentence`). ``paper_value`` defaults to the
-    declaration's paper number. ``premises`` gives, for this filing only, the value of declared premises that depend
-    on what was measured (e.g. the training runs a number comes from); the others are the report's."""
+    appended to the decision's reason where both fit one why (:func:`~tokenprune.study.why.one_sentence`).
+    ``paper_value`` defaults to the declaration's paper number. ``premises`` gives, for this filing only, the value
+    of declared premises that depend on what was measured (e.g. the training runs a number comes from); the others
+    are the report's."""
     details = dict(details or {})
     unknown = sorted(set(premises) - set(decl.premises))
     if unknown:
@@ -484,7 +440,7 @@ def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str,
         raise ValueError(f"decision: unknown verdict {decision.verdict!r} ({decl.id})")
     outcome = OUTCOMES[decision.verdict]
     verdict = {"holds": decl.on_rule_holds, "fails": _opposite(decl.kind, decl.on_rule_holds)}.get(outcome, outcome)
-    reason = _one_sentence(decision.why, why, details)
+    reason = one_sentence(decision.why, why, details)
     if paper_value is None:
         paper_value = paper_number(decl.paper_number, keys)
         if isinstance(paper_value, Mapping):

@@ -24,7 +24,8 @@ import pandas as pd
 from tokenprune.data import synthetic
 from tokenprune.measure import power, significance
 from tokenprune.study import paper_runs, verdicts
-from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises, too_long
+from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises
+from tokenprune.study.why import too_long
 from tokenprune.study.decoupling import claims as decl
 from tokenprune.study.decoupling.cost import fast_values
 from tokenprune.study.decoupling.data import PAPER_DATASET, PAPER_DIRS, Setting

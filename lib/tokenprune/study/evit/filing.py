@@ -1,4 +1,4 @@
-"""Filing one of notebook 01's claims with a why of one short sentence (:data:`tokenprune.study.claims.MAX_WHY`):
+"""Filing one of notebook 01's claims with a why of one short sentence (:data:`tokenprune.study.why.MAX_WHY`):
 the rule's reason cut to its first clause and the context dropped where the sentence would be too long, both kept
 whole in the claim's details."""
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from tokenprune.study import verdicts
-from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises, shorten, too_long
+from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises
+from tokenprune.study.why import shorten, too_long
 
 __all__ = ["REASON_LIMIT", "concise", "file"]
 
@@ -16,7 +17,7 @@ REASON_LIMIT = 130
 
 def concise(decision: verdicts.Decision, limit: int = REASON_LIMIT) -> tuple[verdicts.Decision, Optional[str]]:
     """``decision`` with its reason cut to the first clause (``"; "``-separated) when longer than ``limit`` (that
-    clause :func:`~tokenprune.study.claims.shorten` ed to ``limit`` when longer still), and the whole reason (None when
+    clause :func:`~tokenprune.study.why.shorten` ed to ``limit`` when longer still), and the whole reason (None when
     nothing was cut)."""
     why = decision.why
     if len(why) <= limit:
@@ -34,7 +35,7 @@ def _reason_after_premises(rep: Any, decl: Declaration, decision: verdicts.Decis
 def file(rep: Any, decl: Declaration, decision: verdicts.Decision, *, why: str = "", details: Optional[dict] = None,
          premises: Mapping[str, Any] = {}, **kwargs: Any) -> Any:
     """:func:`tokenprune.study.claims.file_claim` with ``decision``'s reason made :func:`concise` and the context
-    ``why`` moved into ``details`` where the claim's why would be :func:`~tokenprune.study.claims.too_long`."""
+    ``why`` moved into ``details`` where the claim's why would be :func:`~tokenprune.study.why.too_long`."""
     decision, whole = concise(decision)
     details = dict(details or {})
     if whole is not None:

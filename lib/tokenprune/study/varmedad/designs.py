@@ -13,7 +13,8 @@ from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
 from tokenprune.study import paper_runs, verdicts
-from tokenprune.study.claims import Declaration, file_claim, too_long
+from tokenprune.study.claims import Declaration, file_claim
+from tokenprune.study.why import too_long
 from tokenprune.study.varmedad.claims import CLAIMS
 
 __all__ = ["image_design", "seed_design", "cluster_design", "binding_gate", "beats_values", "part_summary",
@@ -151,7 +152,7 @@ def file(rep: Any, decl: Declaration, decision: verdicts.Decision, *, why: str =
          details: Optional[Mapping[str, Any]] = None, premises: Optional[Mapping[str, verdicts.Premise]] = None,
          **measured: Any) -> Any:
     """:func:`~tokenprune.study.claims.file_claim` with a why of one sentence: ``why`` (the deciding numbers) follows
-    the rule's reason unless both are :func:`~tokenprune.study.claims.too_long`, else it stands alone and the rule's
+    the rule's reason unless both are :func:`~tokenprune.study.why.too_long`, else it stands alone and the rule's
     reason goes into ``details`` (``rule's reason``); when a declared premise fails (its name then is the why),
     ``why`` goes into ``details`` (``measured``)."""
     details, given = dict(details or {}), dict(premises or {})

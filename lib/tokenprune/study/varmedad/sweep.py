@@ -16,7 +16,7 @@ from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison, prune_sweep
 from tokenprune.study import verdicts
-from tokenprune.study.claims import MAX_WHY, shorten
+from tokenprune.study.why import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
 from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file_on_base, image_design, interval,
                                                part_summary, part_text)
