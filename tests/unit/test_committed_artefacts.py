@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tokenprune.training.base_models import checkpoint_dir, default_recipes
-from tokenprune.training.loop import TrainRecipe
+from tokenprune.training.checkpoints import checkpoint_dir
+from tokenprune.training.model_recipes import default_recipes
+from tokenprune.training.recipe import TrainRecipe
 from tokenprune.utils.io import sha256_file
 
 SIDECARS = sorted(checkpoint_dir("default").glob("*.json"))
