@@ -183,7 +183,7 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     if cfg.profile == "paper":
         s.base, s.base_ds, s.x_eval, s.y_eval, s.base_run = load_paper_subject(cfg, device)
         s.n_test_split = len(s.base_ds["test"])
-        s.ft_start = None       # every paper run starts from the recipe's model (paper_training.build_model)
+        s.ft_start = None       # every paper run starts from the recipe's model (paper_training.run_model)
     else:
         s.base, base_info = models.load_base_model(cfg.base_model, train_if_missing=cfg.profile == "smoke",
                                                    progress=False)
