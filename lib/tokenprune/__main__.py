@@ -31,9 +31,9 @@ COMMANDS = {
     "batch": "tokenprune.study.batch",
     "report": "tokenprune.study.ledger",
     "bench": "tokenprune.measure.bench_command",
-    "models": "tokenprune.training.models_command",
+    "models": "tokenprune.training.models_cli",
     "prepare": "tokenprune.data.prepare",
-    "train": "tokenprune.training.loop",
+    "train": "tokenprune.training.train_cli",
     "paper-train": "tokenprune.study.paper_runs",
 }
 

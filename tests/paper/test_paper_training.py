@@ -11,43 +11,43 @@ import pytest
 
 from tokenprune.core.patch import prune_state
 from tokenprune.study import paper_runs
-from tokenprune.training import paper_training as pt
+from tokenprune.training import paper_training as pt, recipe_book
 from tokenprune.training.recipe_book import load_recipe
 
 def _spec(**values):
-    spec = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
+    spec = recipe_book.run_specs(load_recipe("evit_deit_s_finetune"))[0]
     v = {**spec.values, "num_classes": 4, **values}             # the fixture's classes (tests/paper/conftest.py)
-    return pt.RunSpec(**{**{f: getattr(spec, f) for f in ("recipe", "model", "init", "dataset", "keep_rate", "seed",
+    return recipe_book.RunSpec(**{**{f: getattr(spec, f) for f in ("recipe", "model", "init", "dataset", "keep_rate", "seed",
                                                           "scorer", "reducer", "reducer_options")}, "values": v})
 
 
-LIMITS = pt.Limits(batch_per_process=2, steps_per_epoch=2, epochs=1, eval_images=4, workers=0)
+LIMITS = recipe_book.Limits(batch_per_process=2, steps_per_epoch=2, epochs=1, eval_images=4, workers=0)
 
 
 def test_run_specs_expand_every_list():
-    assert [s.keep_rate for s in pt.run_specs(load_recipe("bat_deit_s_finetune"))] == [0.6, 0.5, 0.4, 0.3, 0.2]
-    dec = pt.run_specs(load_recipe("decoupling_fgvc_finetune"))
+    assert [s.keep_rate for s in recipe_book.run_specs(load_recipe("bat_deit_s_finetune"))] == [0.6, 0.5, 0.4, 0.3, 0.2]
+    dec = recipe_book.run_specs(load_recipe("decoupling_fgvc_finetune"))
     assert len(dec) == 6 and {(s.model, s.init) for s in dec} == {
         ("deit_small_patch16_224", "deit_small_patch16_224-cd65a155.pth"),
         ("deit_base_patch16_224", "deit_base_patch16_224-b5f2ef4d.pth")}
-    vm = pt.run_specs(load_recipe("varmedad_deit_s_imagenet100"))
+    vm = recipe_book.run_specs(load_recipe("varmedad_deit_s_imagenet100"))
     assert {s.reducer for s in vm} == {"fuse_softmax"} and len(vm) == 4 * 3      # 4 temperatures x 3 seeds
     assert len({s.spec_hash() for s in vm}) == len(vm)
 
 
 def test_keep_rate_schedule_follows_the_recipe():
-    ft = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
-    assert pt._keep_rate(ft, 0.0) == pytest.approx(0.7)                 # fine-tuning: the target from iteration 0
-    sc = pt.run_specs(load_recipe("evit_deit_s_scratch"))[0]
-    assert pt._keep_rate(sc, 5.0) == 1.0                                # from scratch: 1 until epoch 10
-    assert 0.7 < pt._keep_rate(sc, 60.0) < 1.0 and pt._keep_rate(sc, 110.0) == pytest.approx(0.7)
+    ft = recipe_book.run_specs(load_recipe("evit_deit_s_finetune"))[0]
+    assert pt._keep_rate_at(ft, 0.0) == pytest.approx(0.7)                 # fine-tuning: the target from iteration 0
+    sc = recipe_book.run_specs(load_recipe("evit_deit_s_scratch"))[0]
+    assert pt._keep_rate_at(sc, 5.0) == 1.0                                # from scratch: 1 until epoch 10
+    assert 0.7 < pt._keep_rate_at(sc, 60.0) < 1.0 and pt._keep_rate_at(sc, 110.0) == pytest.approx(0.7)
 
 
 def test_gpu_hours_say_where_the_speed_comes_from():
-    g = paper_runs.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0])
+    g = paper_runs.gpu_hours(recipe_book.run_specs(load_recipe("evit_deit_s_finetune"))[0])
     assert g.images == 30 * 1_281_167 and "EViT README" in g.source and "not measured" in g.source
     assert g.hours == pytest.approx(g.images / (4385 / 3) / 3600)
-    m = paper_runs.gpu_hours(pt.run_specs(load_recipe("evit_deit_s_finetune"))[0], measured_img_per_s=2000, measured_on="H200")
+    m = paper_runs.gpu_hours(recipe_book.run_specs(load_recipe("evit_deit_s_finetune"))[0], measured_img_per_s=2000, measured_on="H200")
     assert "measured" in m.source and m.hours == pytest.approx(g.images / 2000 / 3600)
 
 
@@ -61,7 +61,7 @@ def test_train_run_trains_resumes_and_refuses_another_run(imagenet, tmp_path):
     assert h["keep_rate"] == pytest.approx(0.7) and 0 <= h["top1"] <= 100 and "top1_ema" in h
     assert s1["lr"] == pytest.approx(2e-5 * 2 / 512)                    # linear scaling at the batch that ran
     # a second epoch continues from the checkpoint instead of starting again
-    s2 = pt.train_run(spec, tmp_path, root, init, pt.Limits(2, 2, 2, 4, 0), device="cpu", progress=False)
+    s2 = pt.train_run(spec, tmp_path, root, init, recipe_book.Limits(2, 2, 2, 4, 0), device="cpu", progress=False)
     assert s2["resumed_from"] == 0 and [r["epoch"] for r in s2["history"]] == [0, 1]
     assert s2["history"][0] == h
     assert len((tmp_path / "log.jsonl").read_text().splitlines()) == 2
@@ -72,7 +72,7 @@ def test_train_run_trains_resumes_and_refuses_another_run(imagenet, tmp_path):
 
 def test_missing_init_names_the_flag(tmp_path):
     with pytest.raises(FileNotFoundError, match="--init-dir"):
-        pt.build_model(_spec(), 4, tmp_path)
+        pt.run_model(_spec(), 4, tmp_path)
 
 
 @pytest.mark.slow
@@ -96,8 +96,8 @@ def test_torchrun_two_processes_gloo(imagenet, tmp_path):
 @pytest.mark.slow
 def test_a_run_under_other_limits_is_refused(imagenet, tmp_path):
     pt.train_run(_spec(), tmp_path, imagenet.root, imagenet.init_dir, LIMITS, device="cpu", progress=False)
-    shorter = pt.Limits(2, 1, 2, 4, 0)
-    with pytest.raises(ValueError, match=re.escape(str(pt.training_limits(shorter)))):  # the limits asked for named
+    shorter = recipe_book.Limits(2, 1, 2, 4, 0)
+    with pytest.raises(ValueError, match=re.escape(str(recipe_book.training_limits(shorter)))):  # the limits asked for named
         pt.train_run(_spec(), tmp_path, imagenet.root, imagenet.init_dir, shorter, device="cpu", progress=False)
 
 
@@ -105,7 +105,7 @@ def test_a_prepared_run_needs_a_tag_and_no_warm_up(tmp_path):
     spec = _spec()
     with pytest.raises(ValueError, match="RunSpec.tag"):
         pt.train_run(spec, tmp_path, prepare=lambda m: m)
-    scratch = pt.run_specs(load_recipe("evit_deit_s_scratch"))[0]
+    scratch = recipe_book.run_specs(load_recipe("evit_deit_s_scratch"))[0]
     import dataclasses
     with pytest.raises(ValueError, match="shrink_start_epoch"):
         pt.train_run(dataclasses.replace(scratch, tag="mine"), tmp_path, prepare=lambda m: m)
@@ -129,7 +129,7 @@ def test_notebooks_train_then_load_and_a_shortened_run_is_not_judged(imagenet, t
     cfg = SimpleNamespace(train_batch_per_process=2, train_steps_per_epoch=1, train_epochs=1, train_eval_images=2,
                           train_workers=0,
                           runs_dir=str(tmp_path / "runs"))
-    spec = pt.run_specs(load_recipe("evit_deit_s_finetune"))[0]
+    spec = recipe_book.run_specs(load_recipe("evit_deit_s_finetune"))[0]
     init = imagenet.init_dir / imagenet.init
     a = paper_runs.trained_model(spec, cfg, str(imagenet.root), str(init), device="cpu")
     assert a.source == "trained" and a.epochs_trained == 1 and not a.full_schedule

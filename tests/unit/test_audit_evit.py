@@ -515,7 +515,7 @@ def test_finetune_claims_give_every_verdict():
 
 
 def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatch):
-    from tokenprune.training import base_models
+    from tokenprune.training import model_recipes
 
     seen = []
 
@@ -543,17 +543,17 @@ def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatc
     cfg = SimpleNamespace(profile="smoke", finetune_seeds=[0, 1, 2], ft_keep=0.7,
                           proxy_model="vit_s14_fmnist_ft_smoke")
     ft = experiments.cached_finetunes(st, cfg, preds)
-    assert set(ft.preds) == set(base_models.FINETUNE_CONDITIONS) and all(len(v) == 3 for v in ft.preds.values())
+    assert set(ft.preds) == set(model_recipes.FINETUNE_CONDITIONS) and all(len(v) == 3 for v in ft.preds.values())
     assert {p for _, _, p, _ in seen} == {"smoke"} and {x for *_, x in seen} == {"s14"}
     assert len(ft.log) == 12 and set(ft.log.sha256) == {"s"}
-    assert list(ft.table.condition[:4]) == list(base_models.FINETUNE_CONDITIONS) and len(ft.table) == 7
+    assert list(ft.table.condition[:4]) == list(model_recipes.FINETUNE_CONDITIONS) and len(ft.table) == 7
     assert ft.table.set_index("condition").loc["drop70", "reducer"] == "drop"
     # each fine-tune is patched with its own condition before it is evaluated (then gmacs_of re-patches st.base)
-    assert applied[:12] == [(k, red) for k, red, _ in base_models.FINETUNE_CONDITIONS.values() for _ in range(3)]
+    assert applied[:12] == [(k, red) for k, red, _ in model_recipes.FINETUNE_CONDITIONS.values() for _ in range(3)]
 
 
 def test_higher_resolution_files_the_finetuned_claim_as_not_testable():
-    from tokenprune.training.loop import Preprocess
+    from tokenprune.training.sources import Preprocess
 
     model = _small_vit().eval()
     model.tp_preprocess = Preprocess(28, channels=1, mean=[0.5], std=[0.5])

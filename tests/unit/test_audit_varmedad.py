@@ -83,7 +83,7 @@ def test_the_models_command_does_not_import_the_study():
     import subprocess
     import sys
 
-    code = ("import sys, tokenprune.training.models_command; "
+    code = ("import sys, tokenprune.training.models_cli; "
             "sys.exit(len([m for m in sys.modules if m.startswith('tokenprune.study')]))")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
@@ -535,7 +535,8 @@ def _tiny_subjects():
     import datasets
     from timm.models.vision_transformer import VisionTransformer
 
-    from tokenprune.training.loop import Preprocess, TrainRecipe
+    from tokenprune.training.sources import Preprocess
+    from tokenprune.training.recipe import TrainRecipe
 
     rng = np.random.default_rng(0)
 
@@ -553,9 +554,9 @@ def _tiny_subjects():
 
 
 def test_finetune_all_at_default_loads_its_cached_outputs_and_refuses_missing_ones(tmp_path, monkeypatch):
-    from tokenprune.training import base_models
+    from tokenprune.training import checkpoints
 
-    monkeypatch.setattr(base_models, "checkpoint_dir", lambda profile="default": tmp_path)
+    monkeypatch.setattr(checkpoints, "checkpoint_dir", lambda profile="default": tmp_path)
     small = dict(steps=2, batch=16, dtype="fp32")
     runs = cached_finetunes.FinetuneRuns(**{**vars(cached_finetunes.VARMEDAD), **small,
                                             "configs": ("variance", "unpruned"), "seeds": (0,)})
@@ -576,7 +577,7 @@ def test_finetune_all_at_default_loads_its_cached_outputs_and_refuses_missing_on
     assert np.array_equal(ft.preds[("variance", 0)].logits.numpy(), built[1].arrays["logits"].astype(np.float32))
     for f in tmp_path.glob("vm_ft_unpruned_s0-*.npz"):
         f.unlink()
-    with pytest.raises(base_models.CheckpointMissingError, match="make models"):
+    with pytest.raises(checkpoints.CheckpointMissingError, match="make models"):
         finetunes.finetune_all(s, tome, cfg, "cpu")
     other = params.setup("03_variance_medad", "default", {"finetune_configs": ["unpruned"], "seeds": [0],
                                                           "finetune_steps": 1, "finetune_batch": 16})
@@ -638,12 +639,12 @@ def test_paper_runs_are_the_recipe_runs_one_per_configuration():
 
 
 def test_ft_prepare_gives_the_overlap_embedding_and_the_configuration():
-    from tokenprune.training.paper_training import build_model
+    from tokenprune.training.paper_training import run_model
 
     runs = _paper_runs()
     for name, patches, keep in (("overlap_variance", 18 * 18, 0.6), ("unpruned", 196, 1.0)):
         spec = finetunes.paper_ft_spec(runs, name, 0, _TOME)
-        m = finetunes.ft_prepare(runs, name, _TOME)(build_model(spec, 100, load_init=False))
+        m = finetunes.ft_prepare(runs, name, _TOME)(run_model(spec, 100, load_init=False))
         assert m.patch_embed.num_patches == patches and prune_state(m).schedule.at(3) == pytest.approx(keep)
 
 

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from tokenprune.training import base_models as B
-from tokenprune.training import run_outputs
-from tokenprune.training.loop import TrainRecipe
+from tokenprune.training import base_models as B, checkpoints, model_recipes
+from tokenprune.training.recipe import TrainRecipe
 from tokenprune.utils.io import CheckpointError, InputError, load_torch, read_json
 
 BROKEN_JSON = {"empty": "", "truncated": '{"sha256": "ab'}
@@ -53,8 +52,8 @@ def test_load_torch_names_the_file_and_the_fix(tmp_path, kind):
 def half_checkpoint(tmp_path):
     """A cache holding the weights file of ``small_vit_fmnist`` (its content does not matter: the sidecar is read
     first) and the path of its sidecar."""
-    recipe = B.recipes_for("default")["small_vit_fmnist"]
-    pt, js = B.checkpoint_paths(recipe, tmp_path)
+    recipe = model_recipes.recipes_for("default")["small_vit_fmnist"]
+    pt, js = checkpoints.checkpoint_paths(recipe, tmp_path)
     pt.write_bytes(b"weights")
     return recipe, pt, js
 
@@ -64,27 +63,27 @@ def test_broken_sidecar_of_a_base_model_names_the_sidecar(half_checkpoint, tmp_p
     recipe, pt, js = half_checkpoint
     js.write_text(BROKEN_JSON[kind])
     for load in (lambda: B.load_base_model("small_vit_fmnist", cache_dir=tmp_path, progress=False),
-                 lambda: B.verify_checkpoint(pt, js),
+                 lambda: checkpoints.verify_checkpoint(pt, js),
                  lambda: B.ensure_model(recipe, tmp_path, on_mismatch="raise", progress=False)):
         with pytest.raises(CheckpointError) as err:
             load()
         assert str(js) in str(err.value) and "tokenprune models" in str(err.value)
-        assert not isinstance(err.value, B.CheckpointMissingError)
+        assert not isinstance(err.value, checkpoints.CheckpointMissingError)
 
 
 def test_missing_sidecar_beside_the_weights_is_not_a_missing_checkpoint(half_checkpoint, tmp_path):
     _, pt, js = half_checkpoint
     for load in (lambda: B.load_base_model("small_vit_fmnist", cache_dir=tmp_path, progress=False),
-                 lambda: B.verify_checkpoint(pt, js)):
+                 lambda: checkpoints.verify_checkpoint(pt, js)):
         with pytest.raises(CheckpointError) as err:
             load()
-        assert not isinstance(err.value, B.CheckpointMissingError)
+        assert not isinstance(err.value, checkpoints.CheckpointMissingError)
         assert str(js) in str(err.value)  # the sidecar named, as a broken record (not a missing checkpoint)
 
 
 def test_truncated_weights_of_a_base_model_name_the_file(tmp_path):
     pt = tmp_path / "m.pt"
-    torch.save({"format": B.CHECKPOINT_FORMAT}, pt)
+    torch.save({"format": checkpoints.CHECKPOINT_FORMAT}, pt)
     pt.write_bytes(pt.read_bytes()[:40])
     with pytest.raises(CheckpointError) as err:
         B.load_checkpoint(pt)
@@ -95,9 +94,9 @@ def test_truncated_weights_of_a_base_model_name_the_file(tmp_path):
 @pytest.fixture()
 def outputs(tmp_path):
     recipe = TrainRecipe(name="r", epochs=1.0)
-    run_outputs.save_outputs(recipe, {"logits": np.zeros((2, 2), np.float16)}, {"weights_sha256": "ab" * 32},
+    checkpoints.save_outputs(recipe, {"logits": np.zeros((2, 2), np.float16)}, {"weights_sha256": "ab" * 32},
                              tmp_path)
-    return recipe, *run_outputs.output_paths(recipe, tmp_path)
+    return recipe, *checkpoints.output_paths(recipe, tmp_path)
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN_JSON))
@@ -105,24 +104,24 @@ def test_broken_sidecar_of_cached_outputs_names_the_sidecar(outputs, tmp_path, k
     recipe, _, js = outputs
     js.write_text(BROKEN_JSON[kind])
     with pytest.raises(CheckpointError) as err:
-        run_outputs.load_outputs(recipe, tmp_path)
+        checkpoints.load_outputs(recipe, tmp_path)
     assert str(js) in str(err.value) and "tokenprune models" in str(err.value)
 
 
 def test_missing_sidecar_of_cached_outputs_is_not_missing_outputs(outputs, tmp_path):
     recipe, _, js = outputs
     js.unlink()
-    for load in (lambda: run_outputs.load_outputs(recipe, tmp_path), lambda: run_outputs.has_outputs(recipe, tmp_path)):
+    for load in (lambda: checkpoints.load_outputs(recipe, tmp_path), lambda: checkpoints.has_outputs(recipe, tmp_path)):
         with pytest.raises(CheckpointError) as err:
             load()
-        assert not isinstance(err.value, B.CheckpointMissingError)
+        assert not isinstance(err.value, checkpoints.CheckpointMissingError)
         assert str(js) in str(err.value)  # the sidecar named, as a broken record (not a missing checkpoint)
 
 
 # ---------------------------------------------------------------------------------------------- paper-scale runs
 @pytest.fixture()
 def paper_run(tmp_path):
-    from tokenprune.training.paper_training import run_specs
+    from tokenprune.training.recipe_book import run_specs
     from tokenprune.training.recipe_book import load_recipe
 
     return run_specs(load_recipe("evit_deit_s_finetune"))[0], tmp_path / "run"
@@ -131,7 +130,8 @@ def paper_run(tmp_path):
 @pytest.mark.parametrize("kind", sorted(BROKEN_JSON))
 def test_broken_summary_of_a_paper_run_names_it(paper_run, kind):
     from tokenprune.study import paper_runs
-    from tokenprune.training.paper_training import Limits, load_trained
+    from tokenprune.training.recipe_book import Limits
+    from tokenprune.training.paper_training import load_trained
 
     spec, out = paper_run
     out.mkdir()
@@ -156,7 +156,7 @@ def test_empty_checkpoint_of_a_paper_run_names_it(paper_run):
 
 def test_broken_given_and_init_checkpoints_name_the_file(paper_run, tmp_path):
     from tokenprune.study import paper_runs
-    from tokenprune.training.paper_training import build_model
+    from tokenprune.training.paper_training import run_model
 
     spec, _ = paper_run
     given = tmp_path / "given.pt"
@@ -164,7 +164,7 @@ def test_broken_given_and_init_checkpoints_name_the_file(paper_run, tmp_path):
     with pytest.raises(CheckpointError, match="given.pt"):
         paper_runs.trained_model(spec, types.SimpleNamespace(), None, None, given=str(given))
     with pytest.raises(CheckpointError, match="given.pt"):
-        build_model(spec, 1000, init_file=given)
+        run_model(spec, 1000, init_file=given)
 
 
 # ---------------------------------------------------------------------------------------------- converted weights

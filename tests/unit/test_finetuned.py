@@ -1,4 +1,4 @@
-"""Cached fine-tunes of the audits' classification model (base_models.finetune_recipes) and the outcome of notebook
+"""Cached fine-tunes of the audits' classification model (model_recipes.finetune_recipes) and the outcome of notebook
 00's calibration that the audits read (chosen.CHOSEN and the proxy premises)."""
 
 import pytest
@@ -6,50 +6,51 @@ import torch
 
 from tokenprune.core.config import PruneConfig
 from tokenprune.study.proxy import chosen as C
-from tokenprune.training import base_models as B
+from tokenprune.training import base_models as B, checkpoints, model_recipes, recipe_data
+from tokenprune.training.finetune import finetune_trainable
 
 
 def test_finetune_recipes_name_their_base_by_hash_and_cover_every_condition_and_seed():
-    d = B.default_recipes()
+    d = model_recipes.default_recipes()
     fts = {k: v for k, v in d.items() if v.arch.get("builder") == "finetune"}
-    assert len(fts) == sum(len(B.FINETUNE_CONDITIONS) * len(seeds) for *_, seeds in B.FINETUNED_BASES.values())
-    for prefix, (base_name, trainable, images, seeds) in B.FINETUNED_BASES.items():
+    assert len(fts) == sum(len(model_recipes.FINETUNE_CONDITIONS) * len(seeds) for *_, seeds in model_recipes.FINETUNED_BASES.values())
+    for prefix, (base_name, trainable, images, seeds) in model_recipes.FINETUNED_BASES.items():
         base = d[base_name]
         mine = {k: v for k, v in fts.items() if v.arch["base"] == base_name}
-        assert len(mine) == len(B.FINETUNE_CONDITIONS) * len(seeds)
+        assert len(mine) == len(model_recipes.FINETUNE_CONDITIONS) * len(seeds)
         assert list(d).index(base_name) < min(list(d).index(k) for k in mine)  # bases are built first
         for name, r in mine.items():
             cond = r.extra["finetune"]
-            keep, reducer, warm = B.FINETUNE_CONDITIONS[cond]
+            keep, reducer, warm = model_recipes.FINETUNE_CONDITIONS[cond]
             assert r.arch == {"builder": "finetune", "base": base_name, "base_hash": base.recipe_hash()}
             assert r.keep_rate == keep and r.keep_length == warm and r.epochs == 1.0
             assert r.train_subset == images and r.trainable == trainable
             assert (r.prune["reducer"] == reducer) if keep < 1 else True
-            assert name == B.finetuned_name(cond, r.seed, prefix=prefix)
-            assert B.finetune_prefix(base_name) == prefix
+            assert name == model_recipes.finetuned_name(cond, r.seed, prefix=prefix)
+            assert model_recipes.finetune_prefix(base_name) == prefix
     assert len({r.recipe_hash() for r in fts.values()}) == len(fts)
     with pytest.raises(ValueError, match="condition"):
-        B.finetuned_name("fuse50", 0)
+        model_recipes.finetuned_name("fuse50", 0)
     with pytest.raises(ValueError, match="small_vit_fmnist") as err:  # the name given, and those accepted
-        B.finetune_prefix("small_vit_fmnist")
-    assert all(base in str(err.value) for base, *_ in B.FINETUNED_BASES.values())
+        model_recipes.finetune_prefix("small_vit_fmnist")
+    assert all(base in str(err.value) for base, *_ in model_recipes.FINETUNED_BASES.values())
 
 
 def test_a_finetune_trains_what_its_base_cached_finetunes_train():
     from tokenprune.training.finetune import finetune_recipe
 
-    s14 = B.base_recipes()["vit_s14_fmnist_ft"]
+    s14 = model_recipes.base_recipes()["vit_s14_fmnist_ft"]
     r = finetune_recipe(s14, PruneConfig(keep_rate=0.5), name="x", seed=0, epochs=1.0, batch_size=8, lr=1e-4,
                         min_lr=1e-6)
-    assert r.trainable == B.FINETUNED_BASES["s14"][1] == B.finetune_trainable("vit_s14_fmnist_ft_smoke")
-    small = B.base_recipes()["small_vit_fmnist"]
+    assert r.trainable == model_recipes.FINETUNED_BASES["s14"][1] == finetune_trainable("vit_s14_fmnist_ft_smoke")
+    small = model_recipes.base_recipes()["small_vit_fmnist"]
     assert finetune_recipe(small, None, name="y", seed=0, epochs=1.0, batch_size=8, lr=1e-4, min_lr=1e-6).trainable is None
     assert finetune_recipe(s14, None, name="z", seed=0, epochs=1.0, batch_size=8, lr=1e-4, min_lr=1e-6,
                            trainable=["head."]).trainable == ["head."]
 
 
 def test_a_vit_s14_finetune_stores_only_what_trained_and_loads_as_trained(tmp_path):
-    recipe = B.smoke_recipes()["s14_ft_fuse70_s0_smoke"]
+    recipe = model_recipes.smoke_recipes()["s14_ft_fuse70_s0_smoke"]
     trained, info = B.ensure_model(recipe, tmp_path, progress=False)
     assert info["stored_prefixes"] == recipe.trainable
     loaded, info2 = B.ensure_model(recipe, tmp_path, progress=False)
@@ -66,7 +67,7 @@ def test_a_vit_s14_finetune_stores_only_what_trained_and_loads_as_trained(tmp_pa
 
 
 def test_smoke_finetunes_follow_the_smoke_base():
-    s = B.smoke_recipes()
+    s = model_recipes.smoke_recipes()
     ft = s["s14_ft_fuse70_s1_smoke"]
     assert ft.arch["base"] == "vit_s14_fmnist_ft_smoke"
     assert ft.arch["base_hash"] == s["vit_s14_fmnist_ft_smoke"].recipe_hash()
@@ -74,7 +75,7 @@ def test_smoke_finetunes_follow_the_smoke_base():
 
 
 def test_a_cached_finetune_loads_as_it_was_trained(tmp_path):
-    recipe = B.smoke_recipes()["s14_ft_fuse70_s0_smoke"]
+    recipe = model_recipes.smoke_recipes()["s14_ft_fuse70_s0_smoke"]
     trained, info = B.ensure_model(recipe, tmp_path, progress=False)
     assert info["loaded"] is False
     loaded, info2 = B.ensure_model(recipe, tmp_path, progress=False)
@@ -90,19 +91,19 @@ def test_a_cached_finetune_loads_as_it_was_trained(tmp_path):
 
 
 def test_a_finetune_of_a_changed_base_is_refused():
-    recipe = B.smoke_recipes()["s14_ft_fuse70_s0_smoke"]
+    recipe = model_recipes.smoke_recipes()["s14_ft_fuse70_s0_smoke"]
     stale = recipe.replace(arch={**recipe.arch, "base_hash": "000000000000"})
-    with pytest.raises(B.CheckpointMismatchError, match="base"):
+    with pytest.raises(checkpoints.CheckpointMismatchError, match="base"):
         B.build_model(stale)
 
 
 def test_eval_data_of_a_cluttered_candidate_equals_its_recipe_test_split():
     import numpy as np
 
-    r = B.default_recipes()["s14_fmnist_black64"]
+    r = model_recipes.default_recipes()["s14_fmnist_black64"]
     r = r.replace(dataset_kwargs={**r.dataset_kwargs, "limit": 400})  # the same code path as the full split
-    fast = B.eval_data(r, 50)
-    full = B._load_recipe_data(r)["test"].select(range(50))
+    fast = recipe_data.eval_data(r, 50)
+    full = recipe_data.load_recipe_data(r)["test"].select(range(50))
     assert np.array_equal(np.asarray(fast["image"]), np.asarray(full["image"]))
     assert list(fast["label"]) == list(full["label"])
 

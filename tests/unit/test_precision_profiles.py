@@ -78,7 +78,7 @@ def test_bat_in_notebook_finetunes_train_at_the_profile_dtype(monkeypatch, dtype
     from tokenprune.core.patch import patch
     from tokenprune.study.bat import finetunes, proxy_scale, settings
     from tokenprune.training import finetune as ft_module
-    from tokenprune.training.loop import TrainRecipe
+    from tokenprune.training.recipe import TrainRecipe
 
     trained = []
     monkeypatch.setattr(ft_module, "finetune",

@@ -5,19 +5,19 @@ import numpy as np
 import pytest
 
 from tokenprune.core.patch import NUMERICS_VERSION
-from tokenprune.training import base_models
+from tokenprune.training import base_models, checkpoints, model_recipes, recipe_data
 from tokenprune.training.proxy import candidates as pc, outputs as po
 
 
 def test_every_candidate_is_a_default_base_model_with_its_own_hash():
-    recipes = base_models.recipes_for("default")
+    recipes = model_recipes.recipes_for("default")
     hashes = {recipes[c.name].recipe_hash() for c in pc.CANDIDATES}
     assert len(hashes) == len(pc.CANDIDATES)
     for c in pc.CANDIDATES:
         r = recipes[c.name]
         assert r.img_size == 112 and r.arch["builder"] == "vit_s14" and r.arch["num_classes"] == c.num_classes
         assert r.extra["feature_dtype"] == "fp32"
-        assert f"{c.name}_smoke" in base_models.recipes_for("smoke")
+        assert f"{c.name}_smoke" in model_recipes.recipes_for("smoke")
 
 
 def test_the_cache_key_covers_the_numerics_and_the_configurations():
@@ -26,7 +26,7 @@ def test_the_cache_key_covers_the_numerics_and_the_configurations():
     assert r.extra["numerics"] == NUMERICS_VERSION
     assert r.extra["configs"] == ["unpruned", "fuse@0.9", "fuse@0.7", "fuse@0.5", "random@0.5", "mink@0.5",
                                   f"tome@r{po.TOME_R}"]
-    assert r.extra["base_hash"] == base_models.recipes_for("default")[c.name].recipe_hash()
+    assert r.extra["base_hash"] == model_recipes.recipes_for("default")[c.name].recipe_hash()
     other = r.replace(extra={**r.extra, "numerics": NUMERICS_VERSION + 1})
     assert other.recipe_hash() != r.recipe_hash()
 
@@ -54,8 +54,8 @@ def test_tome_r_is_the_one_nearest_deit_s_mac_ratio_at_64_tokens():
 @pytest.mark.parametrize("name", [c.name for c in pc.CANDIDATES if c.role == "classification"])
 def test_scene_candidates_generate_what_their_knobs_say(name):
     c = next(c for c in pc.CANDIDATES if c.name == name)
-    r = base_models.recipes_for("smoke")[f"{name}_smoke"]
-    test = base_models.eval_data(r, n=16).with_format("numpy")
+    r = model_recipes.recipes_for("smoke")[f"{name}_smoke"]
+    test = recipe_data.eval_data(r, n=16).with_format("numpy")
     img, obj = np.asarray(test["image"]), np.asarray(test["object_mask"]).astype(bool)
     assert img.shape[1:] == (c.canvas, c.canvas)
     empty = ~(obj | np.asarray(test["clutter_mask"]).astype(bool))
@@ -79,15 +79,15 @@ def test_recheck_refuses_a_cache_the_code_does_not_reproduce(monkeypatch):
 
 
 def test_cache_only_refuses_to_build_a_missing_model_or_output(tmp_path, monkeypatch):
-    from tokenprune.training import run_outputs
+    from tokenprune.training import checkpoints
     from tokenprune.utils.environment import CACHE_ONLY_ENV
 
     monkeypatch.setenv(CACHE_ONLY_ENV, "1")
-    recipe = base_models.recipes_for("smoke")["small_vit_fmnist_smoke"]
-    with pytest.raises(base_models.CheckpointMissingError, match=CACHE_ONLY_ENV):
+    recipe = model_recipes.recipes_for("smoke")["small_vit_fmnist_smoke"]
+    with pytest.raises(checkpoints.CheckpointMissingError, match=CACHE_ONLY_ENV):
         base_models.ensure_model(recipe, tmp_path, progress=False)
-    with pytest.raises(base_models.CheckpointMissingError, match=CACHE_ONLY_ENV):
-        run_outputs.ensure_outputs(recipe, lambda: pytest.fail("built"), tmp_path)
+    with pytest.raises(checkpoints.CheckpointMissingError, match=CACHE_ONLY_ENV):
+        checkpoints.ensure_outputs(recipe, lambda: pytest.fail("built"), tmp_path)
     assert not list(tmp_path.iterdir())
 
 
@@ -98,6 +98,6 @@ def test_k5_fine_tunes_train_blocks_4_to_12_and_are_keyed_by_base_and_numerics()
     r = pf.k5_recipe(c, 1)
     assert r.trainable == [f"blocks.{i}." for i in range(3, 12)] + ["norm.", "fc_norm.", "head."]
     assert r.keep_rate == pc.FINETUNE["keep_rate"] and r.keep_length == 0.0 and r.train_subset == c.train_images
-    assert r.arch["base_hash"] == base_models.recipes_for("default")[c.name].recipe_hash()
+    assert r.arch["base_hash"] == model_recipes.recipes_for("default")[c.name].recipe_hash()
     assert r.extra["numerics"] == NUMERICS_VERSION and r.seed == 1
     assert len({pf.k5_recipe(c, s).recipe_hash() for s in pc.FINETUNE["seeds"]}) == len(pc.FINETUNE["seeds"])

@@ -2,7 +2,7 @@
 import pytest
 
 from tokenprune.data import datasets as D
-from tokenprune.training import base_models as B
+from tokenprune.training import model_recipes
 from tokenprune.training import recipe_book as RB
 
 
@@ -30,7 +30,7 @@ def test_bat_fine_tunes_30_epochs_and_trains_its_keep_07_row_from_scratch():
 
 
 def test_the_paper_profiles_evit_finetune_takes_its_numbers_from_the_recipe_file():
-    (rec,) = B.paper_recipes(None).values()
+    (rec,) = model_recipes.paper_recipes(None).values()
     book = RB.load_recipe("evit_deit_s_finetune")
     assert (rec.epochs, rec.batch_size, rec.lr, rec.min_lr, rec.weight_decay) == (
         book["epochs"], book["global_batch"], book.lr, book["min_lr"], book["weight_decay"])

@@ -1,11 +1,11 @@
-"""Runs cached as their outputs (tokenprune.training.run_outputs): keyed by recipe hash, verified by SHA-256."""
+"""Runs cached as their outputs (tokenprune.training.checkpoints): keyed by recipe hash, verified by SHA-256."""
 import numpy as np
 import pytest
 import torch
 
-from tokenprune.training import run_outputs
-from tokenprune.training.base_models import CheckpointMismatchError, CheckpointMissingError
-from tokenprune.training.loop import TrainRecipe
+from tokenprune.training import checkpoints
+from tokenprune.training.checkpoints import CheckpointMismatchError, CheckpointMissingError
+from tokenprune.training.recipe import TrainRecipe
 
 
 def _run(calls):
@@ -19,31 +19,31 @@ def _run(calls):
 def test_ensure_outputs_runs_once_then_loads(tmp_path):
     rec = TrainRecipe(name="r", epochs=1.0)
     calls = []
-    arrays, info = run_outputs.ensure_outputs(rec, _run(calls), tmp_path)
+    arrays, info = checkpoints.ensure_outputs(rec, _run(calls), tmp_path)
     assert not info["loaded"] and info["recipe_hash"] == rec.recipe_hash() and len(calls) == 1
-    again, info2 = run_outputs.ensure_outputs(rec, _run(calls), tmp_path)
+    again, info2 = checkpoints.ensure_outputs(rec, _run(calls), tmp_path)
     assert info2["loaded"] and len(calls) == 1
     assert np.array_equal(again["logits"], arrays["logits"]) and again["logits"].dtype == np.float16
     # another recipe is another entry, never the same file
     other = rec.replace(seed=1)
-    assert run_outputs.output_paths(other, tmp_path)[0] != run_outputs.output_paths(rec, tmp_path)[0]
-    assert not run_outputs.has_outputs(other, tmp_path)
+    assert checkpoints.output_paths(other, tmp_path)[0] != checkpoints.output_paths(rec, tmp_path)[0]
+    assert not checkpoints.has_outputs(other, tmp_path)
 
 
 def test_load_outputs_refuses_missing_and_changed_files(tmp_path):
     rec = TrainRecipe(name="r", epochs=1.0)
     with pytest.raises(CheckpointMissingError, match="make models"):
-        run_outputs.load_outputs(rec, tmp_path)
-    run_outputs.ensure_outputs(rec, _run([]), tmp_path)
-    npz, _ = run_outputs.output_paths(rec, tmp_path)
+        checkpoints.load_outputs(rec, tmp_path)
+    checkpoints.ensure_outputs(rec, _run([]), tmp_path)
+    npz, _ = checkpoints.output_paths(rec, tmp_path)
     npz.write_bytes(npz.read_bytes() + b"x")
     with pytest.raises(CheckpointMismatchError, match=npz.name):  # the changed file named
-        run_outputs.load_outputs(rec, tmp_path)
+        checkpoints.load_outputs(rec, tmp_path)
 
 
 def test_save_outputs_needs_the_weights_digest(tmp_path):
     with pytest.raises(ValueError, match="weights_sha256"):
-        run_outputs.save_outputs(TrainRecipe(name="r", epochs=1.0), {"a": np.zeros(1)}, {}, tmp_path)
+        checkpoints.save_outputs(TrainRecipe(name="r", epochs=1.0), {"a": np.zeros(1)}, {}, tmp_path)
 
 
 def test_weights_sha256_follows_the_weights_and_the_prefixes():
@@ -51,8 +51,8 @@ def test_weights_sha256_follows_the_weights_and_the_prefixes():
     a = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
     b = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
     b.load_state_dict(a.state_dict())
-    assert run_outputs.weights_sha256(a) == run_outputs.weights_sha256(b)
+    assert checkpoints.weights_sha256(a) == checkpoints.weights_sha256(b)
     with torch.no_grad():
         b[0].weight[0, 0] += 1e-3
-    assert run_outputs.weights_sha256(a) != run_outputs.weights_sha256(b)
-    assert run_outputs.weights_sha256(a, ["1."]) == run_outputs.weights_sha256(b, ["1."])   # only layer 1 hashed
+    assert checkpoints.weights_sha256(a) != checkpoints.weights_sha256(b)
+    assert checkpoints.weights_sha256(a, ["1."]) == checkpoints.weights_sha256(b, ["1."])   # only layer 1 hashed

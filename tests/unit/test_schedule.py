@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from tokenprune.core.schedule import Schedule, cosine_keep_rate, num_keep, token_counts
+from tokenprune.core.schedule import Schedule, cosine_keep_rate, keep_rate_at, num_keep, token_counts
 
 
 def test_token_counts_match_evit():
@@ -39,3 +39,12 @@ def test_cosine_warmup():
     assert cosine_keep_rate(2.5, 0.5, 0, 10) == pytest.approx(0.5 + 0.5 * (math.cos(math.pi / 4) + 1) / 2)
     with pytest.raises(ValueError, match="target"):
         cosine_keep_rate(0, 1.2)
+
+
+def test_keep_rate_at_is_evits_training_schedule():
+    """The one keep-rate schedule of both training stacks: 1 unpruned, the step at ``start`` without a warm-up, else
+    the cosine warm-up."""
+    assert keep_rate_at(5.0, 1.0, 0.0, 3.0) == 1.0
+    assert keep_rate_at(0.99, 0.7, 1.0, 0.0) == 1.0 and keep_rate_at(1.0, 0.7, 1.0, 0.0) == 0.7
+    for e in (0.0, 1.0, 1.5, 2.9, 3.0, 5.0):
+        assert keep_rate_at(e, 0.7, 1.0, 2.0) == cosine_keep_rate(e, 0.7, 1.0, 2.0)

@@ -1,7 +1,8 @@
 """The shape of the project, read from its files (no models, no imports of the library):
 
 * no import cycle among the ``tokenprune`` modules, imports inside functions included;
-* modules of ``tokenprune.study`` stay short (at most 500 lines, no line over 120 characters);
+* modules of ``tokenprune.study`` and ``tokenprune.training`` stay short (at most 500 lines, no line over 120
+  characters);
 * only the study itself and the command line (``tokenprune/__main__.py``) import ``tokenprune.study``;
 * the product speaks of the study alone: no project history in the library, notebooks, reports, tests, CI script
   or README files;
@@ -209,13 +210,14 @@ def test_only_the_study_and_the_command_line_import_the_study():
 
 
 # ----------------------------------------------------------------------------------------------
-# size of the study's modules
+# size of the study's and the training's modules
 # ----------------------------------------------------------------------------------------------
 
 
-def test_study_modules_are_short():
+@pytest.mark.parametrize("package", [STUDY, PACKAGE / "training"], ids=lambda p: p.name)
+def test_modules_are_short(package: Path):
     offenders = []
-    for path in sorted(STUDY.rglob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
         where = path.relative_to(ROOT)
         if len(lines) > MAX_STUDY_LINES:
@@ -224,7 +226,7 @@ def test_study_modules_are_short():
         if long:
             offenders.append(f"{where}: {len(long)} line(s) over {MAX_LINE_CHARS} characters, e.g. line "
                              f"{long[0]} ({len(lines[long[0] - 1])}); lines {long[:20]}")
-    assert not offenders, f"{len(offenders)} module(s) of tokenprune.study too long:\n" + _listing(offenders)
+    assert not offenders, f"{len(offenders)} module(s) of tokenprune.{package.name} too long:\n" + _listing(offenders)
 
 
 # ----------------------------------------------------------------------------------------------

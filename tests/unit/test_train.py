@@ -1,4 +1,4 @@
-"""tokenprune.training.loop and tokenprune.training.base_models: recipe hashing, the training loop, keep-rate warm-up, DDP,
+"""The training package (loop, recipes, checkpoints, base models): recipe hashing, the training loop, keep-rate warm-up, DDP,
 the checkpoint cache and the smoke profile."""
 from __future__ import annotations
 
@@ -14,9 +14,14 @@ import torch
 
 import tokenprune.training.base_models as tm
 from tokenprune.core.patch import patch, prune_state
-from tokenprune.core.schedule import cosine_keep_rate
-from tokenprune.training.loop import (Preprocess, TrainRecipe, as_tensors, bench_training, evaluate, keep_rate_at, lr_at,
-                              tiny_problem, tiny_vit, train)
+from tokenprune.core.schedule import cosine_keep_rate, keep_rate_at
+from tokenprune.training import checkpoints, model_recipes, models_cli, recipe_data
+from tokenprune.training.bench import bench_training
+from tokenprune.training.loop import evaluate, train
+from tokenprune.training.optim import lr_at
+from tokenprune.training.recipe import TrainRecipe
+from tokenprune.training.sources import Preprocess, as_tensors
+from tokenprune.training.train_cli import tiny_problem, tiny_vit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,18 +70,22 @@ def test_recipe_validates():
 
 
 def test_default_recipes_fit_the_brief():
-    r = tm.default_recipes()
+    r = model_recipes.default_recipes()
     assert {"small_vit_fmnist", "vit_s14_fmnist_linear", "s14_birds_easy"} <= set(r)
     assert r["small_vit_fmnist"].arch["depth"] == 12 and r["small_vit_fmnist"].arch["class_token"]
     assert r["vit_s14_fmnist_linear"].img_size % 14 == 0
     hashes = [x.recipe_hash() for x in r.values()]
     assert len(set(hashes)) == len(hashes)
-    smoke = tm.smoke_recipes()
+    smoke = model_recipes.smoke_recipes()
     # the smoke profile runs the fine-tunes' code on seeds 0-2 only
     assert set(smoke) == {f"{n}_smoke" for n, x in r.items() if x.arch["builder"] != "finetune" or x.seed <= 2}
 
 
 # ---------------------------------------------------------------------------------------------- pieces
+
+
+def _keep_rate(epoch: float, r: TrainRecipe) -> float:
+    return keep_rate_at(epoch, r.keep_rate, r.keep_start, r.keep_length)
 
 
 def test_lr_and_keep_rate_schedules():
@@ -86,11 +95,11 @@ def test_lr_and_keep_rate_schedules():
     assert lr_at(100, 100, 10, 1.0, 0.01) == pytest.approx(0.01)
     r = TrainRecipe(keep_rate=0.7, keep_start=1.0, keep_length=2.0)
     for e in (0.0, 0.99, 1.0, 1.5, 2.9, 3.0, 5.0):
-        assert keep_rate_at(e, r) == cosine_keep_rate(e, 0.7, 1.0, 2.0)
+        assert _keep_rate(e, r) == cosine_keep_rate(e, 0.7, 1.0, 2.0)
     step = r.replace(keep_length=0)  # EViT's fine-tuning: the target at once, from keep_start on
-    assert keep_rate_at(0.5, step) == 1.0
-    assert keep_rate_at(1.0, step) == 0.7
-    assert keep_rate_at(3.0, TrainRecipe()) == 1.0
+    assert _keep_rate(0.5, step) == 1.0
+    assert _keep_rate(1.0, step) == 0.7
+    assert _keep_rate(3.0, TrainRecipe()) == 1.0
 
 
 def test_preprocess_pad_resize_channels_and_augment():
@@ -115,7 +124,7 @@ def test_preprocess_pad_resize_channels_and_augment():
 
 
 def test_as_tensors_from_split_and_subset():
-    ds = tm.load_recipe_data(TrainRecipe(dataset="fashion_mnist", dataset_kwargs={"val_fraction": 0.1, "seed": 0}))
+    ds = recipe_data.load_recipe_data(TrainRecipe(dataset="fashion_mnist", dataset_kwargs={"val_fraction": 0.1, "seed": 0}))
     x, y = as_tensors(ds["test"], subset=100, seed=0)
     assert x.shape == (100, 1, 28, 28) and x.dtype == torch.uint8 and y.dtype == torch.int64
     x2, _ = as_tensors(ds["test"], subset=100, seed=0)
@@ -224,7 +233,7 @@ def test_lazy_image_split_trains_through_a_dataloader(tmp_path):
 def test_ddp_two_gloo_processes_end_with_identical_weights(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "lib"))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "tokenprune.training.loop", "--ddp-check", str(tmp_path)]
+           "-m", "tokenprune.training.train_cli", "--ddp-check", str(tmp_path)]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r0 = torch.load(tmp_path / "rank0.pt", weights_only=False)
@@ -255,7 +264,7 @@ def _cache_recipe() -> TrainRecipe:
 def test_checkpoint_cache_round_trip(tmp_path):
     recipe = _cache_recipe()
     model, info = tm.ensure_model(recipe, tmp_path, progress=False)
-    pt, js = tm.checkpoint_paths(recipe, tmp_path)
+    pt, js = checkpoints.checkpoint_paths(recipe, tmp_path)
     assert not info["loaded"] and pt.is_file() and js.is_file()
     assert pt.name == f"cache_test-{recipe.recipe_hash()}.pt"
     side = json.loads(js.read_text())
@@ -271,26 +280,26 @@ def test_checkpoint_cache_round_trip(tmp_path):
     for k, v in model.state_dict().items():
         assert torch.equal(v, again.state_dict()[k]), k
     assert all(v.dtype == torch.float32 for v in again.state_dict().values())
-    lg, lb = evaluate(again, tm.load_recipe_data(recipe)["test"], subset=200, seed=0, dtype="fp32")
+    lg, lb = evaluate(again, recipe_data.load_recipe_data(recipe)["test"], subset=200, seed=0, dtype="fp32")
     assert (lg.argmax(1) == lb).float().mean().item() == pytest.approx(side["test"]["accuracy"])
     # a changed checkpoint is refused, or retrained on request
     with open(pt, "ab") as fh:
         fh.write(b"\0")
-    with pytest.raises(tm.CheckpointMismatchError, match=pt.name):
+    with pytest.raises(checkpoints.CheckpointMismatchError, match=pt.name):
         tm.ensure_model(recipe, tmp_path, on_mismatch="raise", progress=False)
     _, info3 = tm.ensure_model(recipe, tmp_path, on_mismatch="retrain", progress=False)
-    assert not info3["loaded"] and tm.verify_checkpoint(pt, js)["sha256"] == sha256_file(pt)
+    assert not info3["loaded"] and checkpoints.verify_checkpoint(pt, js)["sha256"] == sha256_file(pt)
     js.unlink()   # the weights without their sidecar: the sidecar is named as missing, not the checkpoint
-    with pytest.raises(tm.CheckpointError, match=js.name) as err:
-        tm.verify_checkpoint(pt, js)
-    assert not isinstance(err.value, tm.CheckpointMissingError)
+    with pytest.raises(checkpoints.CheckpointError, match=js.name) as err:
+        checkpoints.verify_checkpoint(pt, js)
+    assert not isinstance(err.value, checkpoints.CheckpointMissingError)
     pt.unlink()
-    with pytest.raises(tm.CheckpointMissingError):
-        tm.verify_checkpoint(pt, js)
+    with pytest.raises(checkpoints.CheckpointMissingError):
+        checkpoints.verify_checkpoint(pt, js)
 
 
 def test_load_base_model_says_how_to_build_a_missing_one(tmp_path):
-    with pytest.raises(tm.CheckpointMissingError, match="python -m tokenprune models"):
+    with pytest.raises(checkpoints.CheckpointMissingError, match="python -m tokenprune models"):
         tm.load_base_model("small_vit_fmnist", cache_dir=tmp_path)
     with pytest.raises(ValueError, match="unknown"):
         tm.load_base_model("no_such_model", cache_dir=tmp_path)
@@ -302,7 +311,7 @@ def test_smoke_profile_builds_every_model(tmp_path):
     names = {i["name"] for i in infos}
     assert {"small_vit_fmnist_smoke", "s14_birds_easy_smoke"} <= names
     for info in infos:
-        assert Path(info["path"]).is_file() and info["size_bytes"] <= tm.MAX_CHECKPOINT_BYTES
+        assert Path(info["path"]).is_file() and info["size_bytes"] <= checkpoints.MAX_CHECKPOINT_BYTES
         assert 0.0 <= info["test"]["accuracy"] <= 1.0
     for info in infos:  # second call: everything from the cache
         model, again = tm.load_base_model(info["name"], cache_dir=tmp_path)
@@ -311,9 +320,9 @@ def test_smoke_profile_builds_every_model(tmp_path):
 
 
 def test_paper_recipe_follows_evit_finetuning():
-    (name, r), = tm.paper_recipes().items()
+    (name, r), = model_recipes.paper_recipes().items()
     assert r.keep_rate == 0.7 and r.keep_length == 0 and r.keep_start == 0 and r.epochs == 30
-    assert keep_rate_at(0.0, r) == 0.7
+    assert _keep_rate(0.0, r) == 0.7
     with pytest.raises(ValueError, match="--init"):
         tm.build_profile("paper", cache_dir="/nonexistent")
 
@@ -333,7 +342,7 @@ def test_paper_builder_loads_a_local_checkpoint(tmp_path):
     src = timm.create_model("deit_tiny_patch16_224", pretrained=False, num_classes=1000)
     path = tmp_path / "deit_tiny.pth"
     torch.save({"model": src.state_dict(), "args": argparse.Namespace(lr=1.0)}, path)  # DeiT's release layout
-    (name, r), = tm.paper_recipes(init=path).items()
+    (name, r), = model_recipes.paper_recipes(init=path).items()
     from tokenprune.utils.io import sha256_file
 
     assert r.arch["init_sha256"] == sha256_file(path)
@@ -360,16 +369,16 @@ def test_make_models_in_parts_stops_starting_builds_at_its_deadline_and_a_rerun_
     from tokenprune.utils.io import InputError
 
     with pytest.raises(InputError, match="--max-minutes"):
-        tm.check_args(tm.build_parser().parse_args(["--profile", "smoke", "--max-minutes", "0"]))
+        models_cli.check_args(models_cli.build_parser().parse_args(["--profile", "smoke", "--max-minutes", "0"]))
 
 
 def test_make_models_in_parts_leaves_the_output_builders_for_the_next_part(monkeypatch, capsys):
-    from tokenprune.training import models_command
+    from tokenprune.training import models_cli
 
     called = []
-    monkeypatch.setattr(tm, "main", lambda argv=None: 0)
-    monkeypatch.setattr(models_command, "OUTPUT_BUILDERS",
+    monkeypatch.setattr(models_cli, "build_base_models", lambda args: 0)
+    monkeypatch.setattr(models_cli, "OUTPUT_BUILDERS",
                         tuple(lambda n=n, **kw: called.append(n) or [] for n in ("a", "b")))
-    assert models_command.main(["--max-minutes", "1e-9"]) == 0 and called == []
+    assert models_cli.main(["--max-minutes", "1e-9"]) == 0 and called == []
     assert capsys.readouterr().out.strip()   # it says what is left
-    assert models_command.main([]) == 0 and called == ["a", "b"]
+    assert models_cli.main([]) == 0 and called == ["a", "b"]

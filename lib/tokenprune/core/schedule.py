@@ -26,6 +26,7 @@ __all__ = [
     "is_rate_sequence",
     "token_counts",
     "cosine_keep_rate",
+    "keep_rate_at",
 ]
 
 #: EViT's reorganisation locations, 1-based (blocks 4, 7 and 10 of a 12-block ViT)
@@ -139,3 +140,15 @@ def cosine_keep_rate(step: float, target: float, start: float = 0.0, length: flo
         return float(target)
     t = (step - start) / length
     return float(target + (1.0 - target) * (math.cos(math.pi * t) + 1.0) / 2.0)
+
+
+def keep_rate_at(epoch: float, target: float, start: float = 0.0, length: float = 0.0) -> float:
+    """The keep rate of EViT's training schedule at (fractional) ``epoch``: 1 for an unpruned ``target`` (>= 1);
+    otherwise 1 before ``start``, then the cosine warm-up of :func:`cosine_keep_rate` over ``length`` epochs down to
+    ``target``, or, with ``length == 0`` (EViT's fine-tuning: ``--shrink_start_epoch 0 --shrink_epochs 0``), the
+    target from ``start`` on. Every model the project trains with pruning follows it."""
+    if target >= 1.0:
+        return 1.0
+    if length <= 0:
+        return float(target) if epoch >= start else 1.0
+    return cosine_keep_rate(epoch, target, start, length)

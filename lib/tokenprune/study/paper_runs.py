@@ -25,8 +25,9 @@ from typing import Any, Mapping, Optional, Sequence
 
 from tokenprune.study import verdicts
 from tokenprune.study.paper_numbers import EVIT
-from tokenprune.training.paper_training import (Limits, PrepareFn, RunSpec, training_limits, load_trained,
-                                                 model_with_weights, read_summary, run_specs, train_run)
+from tokenprune.training.recipe_book import Limits, RunSpec, training_limits, run_specs
+from tokenprune.training.paper_training import PrepareFn, load_trained, model_with_weights, train_run
+from tokenprune.training.checkpoints import read_summary
 from tokenprune.training.recipe_book import load_recipe, recipe_names
 from tokenprune.utils.environment import REPO_ROOT
 from tokenprune.utils.io import InputError, load_torch

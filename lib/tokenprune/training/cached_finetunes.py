@@ -1,4 +1,4 @@
-"""Fine-tuning runs cached as their outputs (:mod:`tokenprune.training.run_outputs`): the variance / MedAD study's
+"""Fine-tuning runs cached as their outputs (:mod:`tokenprune.training.checkpoints`): the variance / MedAD study's
 runs (Igaue & Aizawa, arXiv 2507.19175: Eq. 8 fusion at blocks 4/7/10, the matched keep rate 0.6 and MedAD at 0.3),
 declared as data (:data:`VARMEDAD`), their recipes, and training and measuring one run.
 
@@ -6,7 +6,7 @@ Each run fine-tunes the base model with one pruning configuration in place (EViT
 rate from the first step) for ``steps`` steps of ``batch`` images, AdamW with a cosine decay to a tenth of ``lr``,
 no warm-up; ToMe's keep rate is matched to the variance model's MACs on the base model. Each pruned configuration
 also has an off-the-shelf reference: the start of its runs, measured before any step. ``make models``
-(:mod:`tokenprune.training.models_command`) builds the outputs of :data:`VARMEDAD` on the base model's full test
+(:mod:`tokenprune.training.models_cli`) builds the outputs of :data:`VARMEDAD` on the base model's full test
 split; notebook 03 reads the same declaration for its ``default`` profile and loads them.
 """
 from __future__ import annotations
@@ -24,9 +24,10 @@ from tokenprune.measure import intervals, mac_matching
 from tokenprune.measure.evaluation import Predictions, predict
 from tokenprune.measure.macs import analytic_macs
 from tokenprune.methods.overlap import overlap_patch_embed
-from tokenprune.training import base_models, run_outputs
+from tokenprune.training import base_models, checkpoints, recipe_data
 from tokenprune.training.finetune import finetune, finetune_recipe
-from tokenprune.training.loop import TrainRecipe, as_tensors
+from tokenprune.training.recipe import TrainRecipe
+from tokenprune.training.sources import as_tensors
 
 __all__ = ["CONFIGS", "FinetuneRuns", "VARMEDAD", "Run", "RunOutput", "run_config", "tome_matched", "run_recipe",
            "runs_of", "ots_recipe", "start_model", "train_and_measure", "measured", "outputs", "build_cached"]
@@ -214,7 +215,7 @@ def train_and_measure(runs: FinetuneRuns, run: Run, trained: bool, start: torch.
         config.apply(m, seed=run.seed)
     m = m.cpu().eval()
     arrays, info = measured(m, train_s, images, labels, runs.dtype, runs.eval_batch, images_note)
-    return arrays, {"weights_sha256": run_outputs.weights_sha256(m, run.recipe.trainable),
+    return arrays, {"weights_sha256": checkpoints.weights_sha256(m, run.recipe.trainable),
                     "weights_hashed": run.recipe.trainable or "all", **info}
 
 
@@ -242,11 +243,11 @@ def outputs(runs: FinetuneRuns, start: torch.nn.Module, base: TrainRecipe, data:
             arrays, info = work()
             info = {**info, "loaded": False}
         else:
-            if not build and not run_outputs.has_outputs(run.recipe, cache_dir):
-                raise base_models.CheckpointMissingError(
+            if not build and not checkpoints.has_outputs(run.recipe, cache_dir):
+                raise checkpoints.CheckpointMissingError(
                     f"fine-tune {run.recipe.name!r}: no cached outputs in {cache_dir}; build them with `python -m "
                     f"tokenprune models` (`make models`)")
-            arrays, info = run_outputs.ensure_outputs(run.recipe, work, cache_dir, force=force)
+            arrays, info = checkpoints.ensure_outputs(run.recipe, work, cache_dir, force=force)
         return RunOutput(run.config, run.seed, run.recipe, trained, arrays, info)
 
     out, referenced = [], set()
@@ -269,13 +270,13 @@ def build_cached(profile: str = "default", progress: bool = True, force: bool = 
     np.random.seed(0)
     start, info = base_models.load_base_model(runs.base_model, progress=False)
     base = TrainRecipe.from_dict(info["recipe"])
-    data = base_models.load_recipe_data(base)
+    data = recipe_data.load_recipe_data(base)
     tome = tome_matched(start, run_config(runs, "variance", None)).config
     x_u8, labels = as_tensors(data["test"])
     done = outputs(runs, start, base, data, tome, lambda: start.tp_preprocess(x_u8), labels,
-                   cache_dir=base_models.checkpoint_dir(profile), build=True, force=force,
+                   cache_dir=checkpoints.checkpoint_dir(profile), build=True, force=force,
                    images_note="the base model's test split")
     if progress:
         for o in done:
-            print(run_outputs.describe(o.info), flush=True)
+            print(checkpoints.describe(o.info), flush=True)
     return [o.info for o in done]

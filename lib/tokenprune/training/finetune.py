@@ -14,7 +14,8 @@ from typing import Any, Optional
 import torch.nn as nn
 
 from tokenprune.core.config import PruneConfig
-from tokenprune.training.loop import TrainRecipe, TrainResult, train
+from tokenprune.training.recipe import TrainRecipe
+from tokenprune.training.loop import TrainResult, train
 
 __all__ = ["FINETUNE_TRAINABLE", "finetune_trainable", "prune_spec", "finetune_recipe", "finetune"]
 

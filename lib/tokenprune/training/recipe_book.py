@@ -6,17 +6,27 @@ starts from) and ``values``: ``field: {value: ..., source: "..."}``. The source 
 (a script's flag, a log line, a default in the official code, or "ours" with why). Field names are checked against
 :data:`FIELDS`, so a typo fails when the file is read, not when a run that needs it starts.
 
+A recipe resolves into its runs (:func:`run_specs`: one :class:`RunSpec` per model, dataset, keep rate, fusion
+temperature and seed), which :func:`tokenprune.training.paper_training.train_run` trains.
+
 >>> r = load_recipe("evit_deit_s_finetune")
 >>> r["shrink_start_epoch"], r["epochs"], r.lr
 (0, 30, 8e-05)
+>>> [s.keep_rate for s in run_specs(load_recipe("bat_deit_s_finetune"))]
+[0.6, 0.5, 0.4, 0.3, 0.2]
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import itertools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["RECIPE_DIR", "FIELDS", "PaperRecipe", "recipe_names", "load_recipe"]
+__all__ = ["RECIPE_DIR", "FIELDS", "PaperRecipe", "recipe_names", "load_recipe", "RunSpec", "Limits", "run_specs",
+           "training_limits"]
 
 #: the folder of the recipe files
 RECIPE_DIR = Path(__file__).with_name("recipes")
@@ -135,3 +145,86 @@ def load_recipe(name: str, _seen: Optional[tuple] = None) -> PaperRecipe:
         values[key], sources[key] = entry["value"], str(entry["source"])
     return PaperRecipe(name=name, paper=str(doc["paper"]), what=str(doc["what"]), values=values, sources=sources,
                        chain=chain)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run of a recipe: the recipe's values with every list (models, datasets, keep rates,
+    temperatures, seeds) resolved to one entry; ``scorer``/``reducer``/``reducer_options`` say how it prunes."""
+
+    recipe: str
+    model: str
+    init: Optional[str]
+    dataset: str
+    keep_rate: float
+    seed: int
+    scorer: str
+    reducer: str
+    reducer_options: tuple
+    values: dict = field(default_factory=dict, compare=False)
+    #: a variant the caller prepares itself (``train_run(prepare=...)``: e.g. notebook 03's configurations); in the
+    #: run's name and hash
+    tag: str = ""
+
+    def spec_hash(self) -> str:
+        body = json.dumps({**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                              if f.name != "values" and not (f.name == "tag" and not self.tag)},
+                           "values": self.values}, sort_keys=True, default=str)
+        return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+    @property
+    def name(self) -> str:
+        keep = "" if self.keep_rate >= 1 else f"_keep{self.keep_rate:g}"
+        tag = f"_{self.tag}" if self.tag else ""
+        return f"{self.recipe}_{self.model}_{self.dataset}{keep}{tag}_s{self.seed}"
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a test or a short GPU check may shrink, and nothing else: the images per process
+    and step, the optimiser steps per epoch, the epochs, the evaluation images, the loader workers."""
+
+    batch_per_process: Optional[int] = None
+    steps_per_epoch: Optional[int] = None
+    epochs: Optional[int] = None
+    eval_images: Optional[int] = None
+    workers: int = 8
+
+
+def _as_list(v: Any) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+def run_specs(recipe: PaperRecipe, scorer: str = "cls_attention", reducer: Optional[str] = None,
+              reducer_options: Optional[dict] = None) -> list[RunSpec]:
+    """Every run of ``recipe``: models (paired with their ``init`` entry), datasets, keep rates, fusion
+    temperatures and seeds. The reducer is the recipe's ``reducer``, else EViT's fused token (``fuse_token``) or
+    dropping; a fusion temperature makes it Eq. 8's ``fuse_softmax``."""
+    v = recipe.values
+    models, inits = _as_list(v["model"]), _as_list(v.get("init"))
+    if len(inits) == 1:
+        inits = inits * len(models)
+    if len(inits) != len(models):
+        raise ValueError(f"recipe {recipe.name!r}: {len(models)} models but {len(inits)} init entries")
+    temps = _as_list(v.get("fusion_temperature")) if v.get("fusion_temperature") is not None else [None]
+    seeds = _as_list(v.get("seeds", v.get("seed", 0)))
+    out = []
+    for (model, init), ds, keep, temp, seed in itertools.product(
+            zip(models, inits), _as_list(v["dataset"]), _as_list(v.get("keep_rate", 1.0)), temps, seeds):
+        red = reducer or v.get("reducer") or ("fuse_attention" if v.get("fuse_token", True) else "drop")
+        opts = dict(reducer_options or {})
+        if temp is not None:
+            red, opts = "fuse_softmax", {**opts, "temperature": float(temp)}
+        out.append(RunSpec(recipe=recipe.name, model=str(model), init=init, dataset=str(ds), keep_rate=float(keep),
+                           seed=int(seed), scorer=scorer, reducer=str(red), reducer_options=tuple(sorted(opts.items())),
+                           values=dict(v)))
+    return out
+
+
+def training_limits(limits: Limits) -> dict:
+    """What of ``limits`` changes every epoch's training: the batch and the steps per epoch (a run resumed with
+    more epochs, or evaluated on other images, is the same run)."""
+    return {"batch_per_process": limits.batch_per_process, "steps_per_epoch": limits.steps_per_epoch}

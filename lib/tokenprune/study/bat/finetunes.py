@@ -112,7 +112,7 @@ def run_finetune(base: torch.nn.Module, probe: torch.nn.Module, bat: PruneConfig
     the first half) for ``cfg.finetune_steps`` steps of ``cfg.ft_batch`` images, once per keep rate, seed and method
     (EViT with fusion; ``bat`` matched to its MACs on ``probe``), and evaluate each run on the same images; nothing
     runs when ``cfg.finetune_steps`` is 0 or at the paper profile (30 epochs of ImageNet per run)."""
-    from tokenprune.training.loop import as_tensors
+    from tokenprune.training.sources import as_tensors
 
     runs, summary, gaps = [], [], {}
     if cfg.finetune_steps <= 0 or cfg.profile == "paper":  # not run: file_finetune_claims says why

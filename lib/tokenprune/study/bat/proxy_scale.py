@@ -90,14 +90,14 @@ class _Loaded:
 
 def _paper_images(cfg: Any) -> _Loaded:
     from tokenprune.data.datasets import class_balanced_indices
-    from tokenprune.training import base_models as models
-    from tokenprune.training.loop import Preprocess
+    from tokenprune.training import base_models as models, model_recipes, recipe_data
+    from tokenprune.training.sources import Preprocess
 
-    recipe = next(iter(models.paper_recipes(init=cfg.deit_weights).values()))
+    recipe = next(iter(model_recipes.paper_recipes(init=cfg.deit_weights).values()))
     base = models.build_model(recipe, init=cfg.deit_weights)
     base.tp_preprocess = Preprocess.from_recipe(recipe)
     info = {"name": DEIT_S, "weights": str(cfg.deit_weights)}
-    test_split = models.load_recipe_data(recipe, data_root=cfg.imagenet_root)["test"]
+    test_split = recipe_data.load_recipe_data(recipe, data_root=cfg.imagenet_root)["test"]
     # class-balanced: every class as equally represented as the size allows
     idx = class_balanced_indices(test_split["label"], min(cfg.n_eval, len(test_split)), cfg.seed)
     return _Loaded(base, info, recipe, train_split=None, full_data=test_split.select(idx.tolist()), n_split=None,
@@ -105,14 +105,15 @@ def _paper_images(cfg: Any) -> _Loaded:
 
 
 def _proxy_images(cfg: Any) -> _Loaded:
-    from tokenprune.training import base_models as models
-    from tokenprune.training.loop import TrainRecipe, as_tensors
+    from tokenprune.training import base_models as models, model_recipes, recipe_data
+    from tokenprune.training.recipe import TrainRecipe
+    from tokenprune.training.sources import as_tensors
 
     base, info = models.load_base_model(cfg.proxy_model, train_if_missing=cfg.profile == "smoke", progress=False)
     recipe = TrainRecipe.from_dict(info["recipe"])
     # one generation of the recipe's data: its test split is what eval_data(recipe) returns, and the fine-tuning
     # (section 6) draws from its training split
-    ds = models.load_recipe_data(recipe)
+    ds = recipe_data.load_recipe_data(recipe)
     n_full = len(ds["test"]) if cfg.n_full == 0 else min(cfg.n_full, len(ds["test"]))
     return _Loaded(base, info, recipe, train_split=ds["train"],
                    full_data=as_tensors(ds["test"], subset=n_full, seed=cfg.seed), n_split=len(ds["test"]),

@@ -24,8 +24,8 @@ from tokenprune.data import pretrained, synthetic
 from tokenprune.measure import coverage, intervals, metrics
 from tokenprune.study import paper_runs
 from tokenprune.study.proxy import chosen
-from tokenprune.training import base_models
-from tokenprune.training.loop import Preprocess
+from tokenprune.training import base_models, model_recipes
+from tokenprune.training.sources import Preprocess
 
 __all__ = ["PAPER_DATASET", "PAPER_DIRS", "PAPER_ARCH", "PAPER_RECIPE", "FMNIST_CLUTTER", "FMNIST_MODELS", "Setting",
            "base_model", "part_model_name", "fmnist_model_name", "annotate_parts", "fit_linear_head", "parts_setting",
@@ -113,7 +113,7 @@ def fit_linear_head(model, feats: torch.Tensor, labels: torch.Tensor, num_classe
 
 def _recipe(cfg: SimpleNamespace, name: str):
     smoke = cfg.profile == "smoke"
-    recipes = base_models.smoke_recipes() if smoke else base_models.default_recipes()
+    recipes = model_recipes.smoke_recipes() if smoke else model_recipes.default_recipes()
     return recipes[name + ("_smoke" if smoke else "")]
 
 

@@ -21,8 +21,9 @@ from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, OWN_TEST, TOP5_CEILING, TOP5_NOT_AT_CEILING
 from tokenprune.study.paper_numbers import EVIT
 from tokenprune.study.proxy.audit_model import AuditModel, EvaluatedModel, correct_matrix, gated, moved_premise
-from tokenprune.training import base_models as tp_models
-from tokenprune.training import loop as tp_train
+from tokenprune.training import base_models as tp_models, model_recipes, recipe_data
+from tokenprune.training import sources
+from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["Sweep", "Finetunes", "SynthBirds", "load_audit_model", "load_small_vit", "keep_sweep", "top5_correct",
            "top5_view", "add_top5", "top5_claim", "removal_claim", "paper_fusion_side", "fusion_claims",
@@ -76,9 +77,9 @@ def load_small_vit(cfg: Any, device: str) -> EvaluatedModel:
     """Load ``cfg.base_model`` (trained here when missing in the smoke profile), draw the ``cfg.eval_images``
     evaluation images (seeded), patch it unpruned and predict them once."""
     base, info = tp_models.load_base_model(cfg.base_model, train_if_missing=cfg.profile == "smoke", progress=False)
-    recipe = tp_train.TrainRecipe.from_dict(info["recipe"])
-    fm = tp_models.load_recipe_data(recipe)
-    x_raw, labels = tp_train.as_tensors(fm["test"], subset=cfg.eval_images, seed=cfg.seed)
+    recipe = TrainRecipe.from_dict(info["recipe"])
+    fm = recipe_data.load_recipe_data(recipe)
+    x_raw, labels = sources.as_tensors(fm["test"], subset=cfg.eval_images, seed=cfg.seed)
     images = base.tp_preprocess(x_raw)
     patch(base, keep_rate=1.0)
     model = EvaluatedModel(base=base, info=info, recipe=recipe, data=fm, x_raw=x_raw, y=labels, X=images,
@@ -240,15 +241,15 @@ def fusion_claims(rep: Any, model: EvaluatedModel, preds: dict) -> pd.DataFrame:
 
 def cached_finetunes(model: EvaluatedModel, cfg: Any, preds: dict) -> Finetunes:
     """The cached fine-tunes of the proxy (``base_models.load_finetuned``: every condition of
-    :data:`~tokenprune.training.base_models.FINETUNE_CONDITIONS` for every seed of ``cfg.finetune_seeds``), each
+    :data:`~tokenprune.training.model_recipes.FINETUNE_CONDITIONS` for every seed of ``cfg.finetune_seeds``), each
     patched with its condition's configuration and evaluated as trained on ``model``'s images, with the per-run log
     (recipe hash, weights' SHA-256, checkpoint accuracy) and the table (with the off-the-shelf rows for reference;
     ``model.base`` is left unpruned)."""
     prof = "smoke" if cfg.profile == "smoke" else "default"
-    prefix = tp_models.finetune_prefix(cfg.proxy_model)
-    finetuned: dict = {name: [] for name in tp_models.FINETUNE_CONDITIONS}
+    prefix = model_recipes.finetune_prefix(cfg.proxy_model)
+    finetuned: dict = {name: [] for name in model_recipes.FINETUNE_CONDITIONS}
     log = []
-    for name, (k, red, warm) in tp_models.FINETUNE_CONDITIONS.items():
+    for name, (k, red, warm) in model_recipes.FINETUNE_CONDITIONS.items():
         for s in cfg.finetune_seeds:
             m, info = tp_models.load_finetuned(name, s, prof, prefix=prefix)
             PruneConfig(keep_rate=k, reducer=red).apply(m)
@@ -260,7 +261,7 @@ def cached_finetunes(model: EvaluatedModel, cfg: Any, preds: dict) -> Finetunes:
             del m
     rows = [{"condition": n, "keep_rate": k, "reducer": red, "keep_warmup_epochs": warm,
              "gmacs": model.gmacs_of(k, red), **model.ci_row(finetuned[n])}
-            for n, (k, red, warm) in tp_models.FINETUNE_CONDITIONS.items()]
+            for n, (k, red, warm) in model_recipes.FINETUNE_CONDITIONS.items()]
     k0 = cfg.ft_keep
     rows += [{"condition": f"off the shelf: {lab}", "keep_rate": k, "reducer": red, "keep_warmup_epochs": None,
               "gmacs": model.gmacs_of(k, red), **model.ci_row(preds[lab])}
@@ -307,8 +308,8 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     cmp["fine-tuned - off-the-shelf fuse"] = moved = model.compare(finetuned["fuse70"], preds[f"fuse@{k0:g}"])
     rep.add_premise(moved_premise({f"fuse70 fine-tuned minus fused off the shelf at keep {k0:g}": moved}))
     prof = "smoke" if cfg.profile == "smoke" else "default"
-    rec = tp_models.recipes_for(prof)[tp_models.finetuned_name("fuse70", cfg.finetune_seeds[0], prof,
-                                                               tp_models.finetune_prefix(cfg.proxy_model))]
+    rec = model_recipes.recipes_for(prof)[model_recipes.finetuned_name("fuse70", cfg.finetune_seeds[0], prof,
+                                                                       model_recipes.finetune_prefix(cfg.proxy_model))]
     about = {"seeds": len(finetuned["fuse70"]), "fine-tunes": f"the cached fine-tunes of {model.name}",
              "training images each": rec.train_subset, "trained": rec.trainable or "everything",
              "test images": len(model.y)}
@@ -370,8 +371,8 @@ def synthbirds_sweep(rep: Any, cfg: Any, sweep_configs: Sequence[PruneConfig]) -
     parts_model, parts_info = tp_models.load_base_model(cfg.parts_model, train_if_missing=cfg.profile == "smoke",
                                                         progress=False)
     # the model's own test data, every generator setting of its recipe included (one library function)
-    parts_recipe = tp_train.TrainRecipe.from_dict(parts_info["recipe"])
-    xb, yb = tp_train.as_tensors(tp_models.eval_data(parts_recipe, cfg.parts_eval_images))
+    parts_recipe = TrainRecipe.from_dict(parts_info["recipe"])
+    xb, yb = sources.as_tensors(recipe_data.eval_data(parts_recipe, cfg.parts_eval_images))
     images = parts_model.tp_preprocess(xb)
     patch(parts_model, keep_rate=1.0)
     parts_cfgs = [c_ for c_ in sweep_configs if c_.keep_rate in cfg.parts_keep_rates]

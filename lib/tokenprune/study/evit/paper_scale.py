@@ -22,7 +22,7 @@ from tokenprune.study.evit.claims import CLAIMS
 from tokenprune.study.evit.settings import KEEP_RATES
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import EVIT
-from tokenprune.training import loop as tp_train
+from tokenprune.training import loop as tp_train, sources
 
 __all__ = ["training_claims", "paper_runs_wanted", "evit_run", "paper_scale_accuracy"]
 
@@ -94,7 +94,7 @@ def paper_scale_accuracy(rep: Any, cfg: Any) -> pd.DataFrame:
     seed = cfg.seed
     in1k = data.load_dataset("imagenet", root=cfg.imagenet_root, val_fraction=0.0)
     # DeiT's and EViT's evaluation crop: resize to 256 (bicubic), centre 224
-    in_pre = tp_train.Preprocess(224, channels=3, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
+    in_pre = sources.Preprocess(224, channels=3, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD,
                                  resize="bicubic", crop_ratio=0.875)
     dev_in = "cuda" if torch.cuda.is_available() else "cpu"
     in_dtype = "bf16" if dev_in == "cuda" else "fp32"   # as the recipe's runs evaluate (paper_training)

@@ -8,7 +8,7 @@ from typing import Any
 
 from tokenprune.study import paper_runs
 from tokenprune.study.proxy import chosen
-from tokenprune.training import base_models as tp_models
+from tokenprune.training import model_recipes
 
 __all__ = ["PARAMETERS", "PROFILES", "KEEP_RATES", "check_inputs"]
 
@@ -28,7 +28,7 @@ PARAMETERS: dict[str, str] = {
     "measure_macs": "also count the MACs with torch's FlopCounterMode and check the analytic count (§2)",
     "warmup": "warm-up iterations before the DeiT timing rounds (§3)",
     "sweep_keep_rates": "keep rates of the off-the-shelf sweep of the proxy (§6a)",
-    "ft_keep": "keep rate of the cached fine-tunes (base_models.FINETUNE_CONDITIONS: 0.7) (§6b)",
+    "ft_keep": "keep rate of the cached fine-tunes (model_recipes.FINETUNE_CONDITIONS: 0.7) (§6b)",
     "oracle_keep": "keep rate at block 1 with the oracle's attention (§10)",
     "hires_img_size": "the higher input resolution of §11 (the small ViT's own: 28 px)",
     "margin_pp": "equivalence margin in top-1 points (TOST) and the slack of the cost claim",
@@ -45,7 +45,7 @@ PARAMETERS: dict[str, str] = {
     "eval_images": "plain Fashion-MNIST test images of base_model (§10, §11)",
     "parts_eval_images": "SynthBirds test images (§6c)",
     "eval_batch": "evaluation batch size",
-    "finetune_seeds": "seeds of the cached fine-tunes of proxy_model (base_models.FINETUNED_BASES; smoke: 0-2), at "
+    "finetune_seeds": "seeds of the cached fine-tunes of proxy_model (model_recipes.FINETUNED_BASES; smoke: 0-2), at "
                       "least 3",
     "oracle_images": "test images of the oracle study (§10)",
     "oracle_img_size": "input size of the oracle ViT-S/14 (98 px: a 7x7 grid of 14-px patches)",
@@ -226,20 +226,20 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 def check_inputs(cfg: Any) -> None:
     """Fail before any work: a proxy without cached fine-tunes, fewer than 3 fine-tuning seeds, seeds or a keep rate
-    that are not cached (:data:`tokenprune.training.base_models.FINETUNED_BASES`, smoke: 0-2; keep 0.7), or
+    that are not cached (:data:`tokenprune.training.model_recipes.FINETUNED_BASES`, smoke: 0-2; keep 0.7), or
     (``paper`` profile) missing local inputs."""
     if len(cfg.finetune_seeds) < 3:
         raise ValueError(f"finetune_seeds: every fine-tuned configuration runs at least 3 seeds, got "
                          f"{cfg.finetune_seeds}")
     try:
-        seeds = tp_models.finetuned_base(cfg.proxy_model)[3]
+        seeds = model_recipes.finetuned_base(cfg.proxy_model)[3]
     except ValueError as err:
         raise ValueError(f"proxy_model: {err}") from None
-    cached = [s for s in seeds if s in tp_models.SMOKE_FINETUNE_SEEDS] if cfg.profile == "smoke" else seeds
+    cached = [s for s in seeds if s in model_recipes.SMOKE_FINETUNE_SEEDS] if cfg.profile == "smoke" else seeds
     if not set(cfg.finetune_seeds) <= set(cached):
         raise ValueError(f"finetune_seeds: the cached fine-tunes of profile {cfg.profile!r} have seeds "
                          f"{list(cached)}, got {cfg.finetune_seeds}")
-    ft_keep = tp_models.FINETUNE_CONDITIONS["fuse70"][0]
+    ft_keep = model_recipes.FINETUNE_CONDITIONS["fuse70"][0]
     if cfg.ft_keep != ft_keep:
         raise ValueError(f"ft_keep: the cached fine-tunes prune at keep {ft_keep:g}, got {cfg.ft_keep:g}")
     if cfg.profile != "paper":

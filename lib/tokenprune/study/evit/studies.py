@@ -28,7 +28,7 @@ from tokenprune.study.claims import paper_number
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, HIRES_USABLE, ORACLE_GUIDES
 from tokenprune.study.proxy.audit_model import Comparison, EvaluatedModel, Gated, gated, worst_design
-from tokenprune.training import loop as tp_train
+from tokenprune.training import sources
 
 __all__ = ["MaskQuality", "TokensToTokens", "all_parts", "mask_quality", "locations_at_matched_macs",
            "tokens_to_tokens", "oracle_premise", "oracle_at_block1", "higher_resolution"]
@@ -294,7 +294,7 @@ def higher_resolution(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame
     pre28 = model.base.tp_preprocess
     hr = copy.deepcopy(model.base)
     hr.set_input_size(img_size=(size, size))
-    pre_hr = tp_train.Preprocess(size, channels=pre28.channels, mean=pre28.mean.flatten().tolist(),
+    pre_hr = sources.Preprocess(size, channels=pre28.channels, mean=pre28.mean.flatten().tolist(),
                                  std=pre28.std.flatten().tolist(), resize="bicubic")
     x_hr = pre_hr(model.x_raw)
     PruneConfig(keep_rate=1.0).apply(hr)

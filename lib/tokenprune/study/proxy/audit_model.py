@@ -210,15 +210,16 @@ def load_audit_model(name: str, eval_images: int, *, seed: int, eval_batch: int,
                      train_if_missing: bool = False) -> AuditModel:
     """Load the audit model ``name`` (a base model of :mod:`tokenprune.training.base_models`; trained here when
     missing and ``train_if_missing``) on the first ``eval_images`` images of its recipe's test split (0: all;
-    ``base_models.eval_data``), patch it unpruned and predict them once. Designs scale to the full split."""
-    from tokenprune.training import base_models as tp_models
-    from tokenprune.training import loop as tp_train
+    ``recipe_data.eval_data``), patch it unpruned and predict them once. Designs scale to the full split."""
+    from tokenprune.training import base_models as tp_models, recipe_data
+    from tokenprune.training import sources
+    from tokenprune.training.recipe import TrainRecipe
 
     base, info = tp_models.load_base_model(name, train_if_missing=train_if_missing, progress=False)
-    recipe = tp_train.TrainRecipe.from_dict(info["recipe"])
-    full = tp_models.eval_data(recipe)
+    recipe = TrainRecipe.from_dict(info["recipe"])
+    full = recipe_data.eval_data(recipe)
     test = full.select(range(eval_images)) if 0 < eval_images < len(full) else full
-    x_raw, labels = tp_train.as_tensors(test)
+    x_raw, labels = sources.as_tensors(test)
     images = base.tp_preprocess(x_raw)
     patch(base, keep_rate=1.0)
     model = AuditModel(base=base, info=info, recipe=recipe, data=None, x_raw=x_raw, y=labels, X=images,

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from tokenprune.study.proxy import plan
-from tokenprune.training import base_models as tp_models
+from tokenprune.training import base_models as tp_models, checkpoints, model_recipes
 
 if TYPE_CHECKING:
     from tokenprune.study import verdicts
@@ -189,10 +189,10 @@ def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = No
     from tokenprune.study import verdicts
 
     role = role or _role(name)
-    prof, recipe = tp_models._find_recipe(name)
+    prof, recipe = model_recipes.find_recipe(name)
     if prof == "smoke":  # smoke models are trained where missing (seconds), as the notebooks that use them do
         tp_models.load_base_model(name, train_if_missing=True, progress=False)
-    info = tp_models.verify_checkpoint(*tp_models.checkpoint_paths(recipe, tp_models.checkpoint_dir(prof)))
+    info = checkpoints.verify_checkpoint(*checkpoints.checkpoint_paths(recipe, checkpoints.checkpoint_dir(prof)))
     t = info["test"]
     top1, (lo, hi) = 100 * t["accuracy"], (100 * t["ci95"][0], 100 * t["ci95"][1])
     label = label or (PROXY_BAR if role == "classification" else FINE_GRAINED_BAR)

@@ -21,9 +21,10 @@ from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.varmedad.claims import TRAINS_OVERLAP
 from tokenprune.study.varmedad.settings import LOCS, PAPER_RECIPE, R_AGGRESSIVE, R_MAIN
-from tokenprune.training import base_models as models
+from tokenprune.training import checkpoints
+from tokenprune.training.finetune import finetune_trainable
 from tokenprune.training import cached_finetunes as cached
-from tokenprune.training import loop as train
+from tokenprune.training import sources
 
 __all__ = ["Finetunes", "finetune_runs", "paper_temperatures", "paper_ft_spec", "ft_prepare", "given_finetune",
            "finetune_all", "seed_summary_table", "ft_setting", "trains_overlap_premise"]
@@ -101,7 +102,7 @@ def _eval_images(subjects: Any, cfg: SimpleNamespace):
     (the full split is preprocessed only when a run has to be computed)."""
     if cfg.profile != "default":
         return (lambda: subjects.x_eval), subjects.y_eval
-    x_u8, y = train.as_tensors(subjects.base_ds["test"])
+    x_u8, y = sources.as_tensors(subjects.base_ds["test"])
     return (lambda: subjects.base.tp_preprocess(x_u8)), y
 
 
@@ -119,7 +120,7 @@ def _paper_output(runs: cached.FinetuneRuns, spec, name: str, trained: bool, tom
     or, ``trained`` False, its off-the-shelf reference: the run's start before any step (the DeiT-S init with a
     fresh head, prepared by :func:`ft_prepare`, torch seeded with the run's seed). The sidecar holds ``run`` (the
     TrainedRun, its model dropped; None for a reference) and ``loaded``."""
-    from tokenprune.training.paper_training import build_model
+    from tokenprune.training.paper_training import run_model
 
     prepare = ft_prepare(runs, name, tome)
     run, train_s = None, 0.0
@@ -131,7 +132,7 @@ def _paper_output(runs: cached.FinetuneRuns, spec, name: str, trained: bool, tom
     else:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(spec.seed)
-            m = prepare(build_model(spec, int(spec["num_classes"]), init_file=cfg.deit_weights))
+            m = prepare(run_model(spec, int(spec["num_classes"]), init_file=cfg.deit_weights))
     arrays, info = cached.measured(m.cpu().eval(), train_s, images, labels, cfg.dtype, cfg.eval_batch,
                                    "the notebook's images")
     info = {**info, "run": run, "loaded": run is not None and run.source != "trained"}
@@ -165,7 +166,7 @@ def finetune_all(subjects: Any, tome: PruneConfig, cfg: SimpleNamespace, device:
     if paper:
         outputs = _paper_outputs(runs, tome, cfg, images, labels, device)
     else:
-        cache = models.checkpoint_dir(cfg.profile) if cfg.profile == "default" else None
+        cache = checkpoints.checkpoint_dir(cfg.profile) if cfg.profile == "default" else None
         cache = cache if cache is not None and cached.VARMEDAD.covers(runs) else None
         outputs = cached.outputs(runs, subjects.ft_start, subjects.base_recipe, subjects.base_ds, tome, images,
                                  labels, cache_dir=cache, images_note="the base model's test split"
@@ -205,7 +206,7 @@ def ft_setting(cfg: SimpleNamespace, n_train_rows: int) -> str:
     if getattr(cfg, "profile", None) == "paper":
         return _paper_setting(cfg, n_train_rows)
     images = cfg.finetune_steps * cfg.finetune_batch
-    trains = models.finetune_trainable(cfg.base_model)
+    trains = finetune_trainable(cfg.base_model)
     return (f"{cfg.base_model} fine-tuned with pruning in place for {cfg.finetune_steps} steps of {cfg.finetune_batch} "
             f"images ({images} images, {images / n_train_rows:.2f} epochs of its {n_train_rows}-image training split; "
             f"AdamW at {cfg.finetune_lr:g}, cosine to a tenth), training "
@@ -235,7 +236,7 @@ def trains_overlap_premise(cfg: SimpleNamespace) -> verdicts.Premise:
     """'The fine-tuning trains what the overlapping embedding changes': its patch embedding (now strided) and its
     position embedding (resampled to the new grid) must train, or the fine-tuned overlap model is the
     off-the-shelf one with a retrained tail, which is not the paper's setting."""
-    trains = models.finetune_trainable(cfg.base_model)
+    trains = finetune_trainable(cfg.base_model)
     need = ("patch_embed.", "pos_embed")
     holds = trains is None or all(any(t.startswith(n) for t in trains) for n in need)
     return verdicts.Premise(TRAINS_OVERLAP, holds, "everything trains" if trains is None else

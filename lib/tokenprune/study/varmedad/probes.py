@@ -23,8 +23,8 @@ from tokenprune.study.varmedad.claims import CLAIMS, PHOTO_LOW, PHOTO_RANDOM
 from tokenprune.study.varmedad.designs import binding_gate, cluster_bootstrap_ci, cluster_design, file, unmeasured
 from tokenprune.study.varmedad.settings import EFFECTS, LOCS, R_AGGRESSIVE, R_MAIN
 from tokenprune.study.varmedad.sweep import fs
-from tokenprune.training import base_models as models
-from tokenprune.training import loop as train
+from tokenprune.training import base_models as models, checkpoints
+from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["photo_faithfulness", "background_share"]
 
@@ -87,9 +87,9 @@ def background_share(rep, cfg: SimpleNamespace) -> pd.DataFrame:
         return untestable(f"profile {cfg.profile!r} names no birds_model")
     try:
         model, info = models.load_base_model(cfg.birds_model, train_if_missing=cfg.profile == "smoke", progress=False)
-    except models.CheckpointMissingError as err:
+    except checkpoints.CheckpointMissingError as err:
         return untestable(str(err))
-    recipe = train.TrainRecipe.from_dict(info["recipe"])
+    recipe = TrainRecipe.from_dict(info["recipe"])
     if recipe.dataset != "synth_birds":
         return untestable(f"birds_model {cfg.birds_model!r} is trained on {recipe.dataset!r}, which has no object "
                           "masks")

@@ -23,8 +23,9 @@ from tokenprune.study.varmedad.designs import file
 from tokenprune.study.varmedad.finetunes import (finetune_runs, ft_prepare, given_finetune, paper_ft_spec,
                                                  paper_temperatures)
 from tokenprune.study.varmedad.settings import LOCS, PAPER_RECIPE, R_MAIN
-from tokenprune.training import base_models as models
-from tokenprune.training import loop as train
+from tokenprune.training import base_models as models, checkpoints, recipe_data
+from tokenprune.training import sources
+from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["start", "paper_table", "table1_claim", "photo_batch", "load_subjects"]
 
@@ -159,7 +160,7 @@ def load_paper_subject(cfg: SimpleNamespace, device: str):
                                 f"got {cfg.deit_weights!r}")
     ds = _paper_data(cfg)
     from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-    pre = train.Preprocess(224, channels=3, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD, resize="bilinear")
+    pre = sources.Preprocess(224, channels=3, mean=IMAGENET_DEFAULT_MEAN, std=IMAGENET_DEFAULT_STD, resize="bilinear")
     runs = finetune_runs(cfg)
     spec = paper_ft_spec(runs, "unpruned", cfg.seeds[0], None)
     run = paper_runs.trained_model(spec, cfg, cfg.data_root, cfg.deit_weights,
@@ -182,15 +183,15 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     if cfg.profile == "paper":
         s.base, s.base_ds, s.x_eval, s.y_eval, s.base_run = load_paper_subject(cfg, device)
         s.n_test_split = len(s.base_ds["test"])
-        s.ft_start = None       # every paper run starts from the recipe's model (paper_training.build_model)
+        s.ft_start = None       # every paper run starts from the recipe's model (paper_training.run_model)
     else:
         s.base, base_info = models.load_base_model(cfg.base_model, train_if_missing=cfg.profile == "smoke",
                                                    progress=False)
-        s.base_recipe = train.TrainRecipe.from_dict(base_info["recipe"])
-        s.base_ds = models.load_recipe_data(s.base_recipe)   # its "test" split is models.eval_data(recipe)
+        s.base_recipe = TrainRecipe.from_dict(base_info["recipe"])
+        s.base_ds = recipe_data.load_recipe_data(s.base_recipe)   # its "test" split is recipe_data.eval_data(recipe)
         test = s.base_ds["test"]
         s.n_test_split = len(test)
-        x_u8, s.y_eval = train.as_tensors(test, cfg.n_eval if cfg.n_eval < len(test) else None, cfg.seed)
+        x_u8, s.y_eval = sources.as_tensors(test, cfg.n_eval if cfg.n_eval < len(test) else None, cfg.seed)
         s.x_eval = s.base.tp_preprocess(x_u8)
         s.ft_start = s.base     # fine-tuning runs start from the trained base model
     s.base = s.base.eval()
@@ -214,12 +215,12 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
         try:
             s14, s14_info = models.load_base_model(cfg.s14_model, train_if_missing=cfg.profile == "smoke",
                                                    progress=False)
-        except models.CheckpointMissingError as err:   # a secondary source: its claim says what is missing
+        except checkpoints.CheckpointMissingError as err:   # a secondary source: its claim says what is missing
             s.s14_missing = str(err)
             print(f"skipping {cfg.s14_model}: {err}")
     if cfg.s14_model and s.s14_missing is None:
-        s14_recipe = train.TrainRecipe.from_dict(s14_info["recipe"])
-        xs14, _ = train.as_tensors(models.load_recipe_data(s14_recipe)["test"], cfg.n_rank, cfg.seed)
+        s14_recipe = TrainRecipe.from_dict(s14_info["recipe"])
+        xs14, _ = sources.as_tensors(recipe_data.load_recipe_data(s14_recipe)["test"], cfg.n_rank, cfg.seed)
         s.rank_sources[f"{cfg.s14_model} ({s14_recipe.img_size} px)"] = split.cache_tokens(
             s14.eval(), s14.tp_preprocess(xs14), LOCS, batch=64, dtype="fp32")
         s.rank_ids.append("trained_vit_s14_linear")

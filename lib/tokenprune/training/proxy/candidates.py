@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tokenprune.training.loop import TrainRecipe
+from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["Candidate", "CANDIDATES", "TAIL", "FINETUNE", "SCENE_SOURCES", "vit_s14_arch", "vit_s14_preprocess",
            "candidate_recipe", "candidate_recipes"]

@@ -21,9 +21,10 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import NUMERICS_VERSION
 from tokenprune.measure.evaluation import predict
-from tokenprune.training import base_models, run_outputs
+from tokenprune.training import base_models, checkpoints, model_recipes, recipe_data
 from tokenprune.training.finetune import finetune, finetune_recipe
-from tokenprune.training.loop import TrainRecipe, as_tensors
+from tokenprune.training.recipe import TrainRecipe
+from tokenprune.training.sources import as_tensors
 from tokenprune.training.proxy.candidates import CANDIDATES, FINETUNE, Candidate
 
 __all__ = ["FINETUNED", "trainable", "k5_config", "k5_recipe", "train_and_measure", "load", "build"]
@@ -46,7 +47,7 @@ def k5_config() -> PruneConfig:
 
 def k5_recipe(c: Candidate, seed: int) -> TrainRecipe:
     """The recipe of candidate ``c``'s fine-tune with ``seed`` (``<candidate>_ft_fuse70_s<seed>``)."""
-    base = base_models.recipes_for("default")[c.name]
+    base = model_recipes.recipes_for("default")[c.name]
     rec = finetune_recipe(base, k5_config(), name=f"{c.name}_ft_fuse70_s{seed}", seed=seed,
                           epochs=float(FINETUNE["epochs"]), batch_size=int(FINETUNE["batch"]), lr=float(FINETUNE["lr"]),
                           min_lr=float(FINETUNE["min_lr"]), warmup_epochs=float(FINETUNE["warmup"]),
@@ -63,20 +64,20 @@ def train_and_measure(c: Candidate, seed: int, progress: bool = False) -> tuple[
     recipe = k5_recipe(c, seed)
     torch.manual_seed(seed)
     model, info = base_models.load_base_model(c.name, progress=False)
-    data = base_models.load_recipe_data(recipe)
+    data = recipe_data.load_recipe_data(recipe)
     train_s = finetune(model, recipe, as_tensors(data["train"]), k5_config(), seed=seed, progress=progress).train_time_s
     model = model.cpu().eval()
-    x, y = as_tensors(base_models.eval_data(recipe, n=c.test_images))
+    x, y = as_tensors(recipe_data.eval_data(recipe, n=c.test_images))
     p = predict(model, model.tp_preprocess(x), y, batch=64, dtype="fp32")
     acc = float(p.correct.mean())
     return ({"logits": p.logits.float().numpy(), "labels": y.numpy()},
-            {"weights_sha256": run_outputs.weights_sha256(model, recipe.trainable), "train_time_s": round(train_s, 1),
+            {"weights_sha256": checkpoints.weights_sha256(model, recipe.trainable), "train_time_s": round(train_s, 1),
              "test": {"accuracy": acc, "n": int(len(y)), "keep_rate": FINETUNE["keep_rate"]}})
 
 
 def load(c: Candidate, seed: int, profile: str = "default") -> tuple[dict[str, np.ndarray], dict]:
     """The cached outputs of candidate ``c``'s fine-tune with ``seed`` (missing: an error naming ``make models``)."""
-    return run_outputs.load_outputs(k5_recipe(c, seed), base_models.checkpoint_dir(profile))
+    return checkpoints.load_outputs(k5_recipe(c, seed), checkpoints.checkpoint_dir(profile))
 
 
 def build(profile: str = "default", progress: bool = True, force: bool = False,
@@ -90,9 +91,9 @@ def build(profile: str = "default", progress: bool = True, force: bool = False,
         if c.name not in (FINETUNED if only is None else only):
             continue
         for s in FINETUNE["seeds"]:
-            _, info = run_outputs.ensure_outputs(k5_recipe(c, s), lambda c=c, s=s: train_and_measure(c, s, progress),
-                                                 base_models.checkpoint_dir(profile), force=force)
+            _, info = checkpoints.ensure_outputs(k5_recipe(c, s), lambda c=c, s=s: train_and_measure(c, s, progress),
+                                                 checkpoints.checkpoint_dir(profile), force=force)
             if progress:
-                print(run_outputs.describe(info), flush=True)
+                print(checkpoints.describe(info), flush=True)
             infos.append(info)
     return infos

@@ -3,7 +3,7 @@
 For each candidate of :data:`tokenprune.training.proxy.candidates.CANDIDATES`, its base model runs unpruned and
 pruned by every configuration of :func:`ots_configs` on the same test images (the first ``test_images`` of the
 recipe's test split, fp32); the logits of each, the labels and the share of patch tokens the object touches per
-image are cached by :mod:`tokenprune.training.run_outputs` under a recipe whose hash covers the base model's recipe,
+image are cached by :mod:`tokenprune.training.checkpoints` under a recipe whose hash covers the base model's recipe,
 the configurations and :data:`tokenprune.core.patch.NUMERICS_VERSION`. ``make models`` builds them;
 :func:`recheck` recomputes the first images of every configuration and fails when the cache no longer matches the
 code (notebook 00 calls it; in CI a missing cache is an error, never a silent rebuild).
@@ -21,8 +21,9 @@ from tokenprune.core.patch import NUMERICS_VERSION
 from tokenprune.measure.evaluation import predict
 from tokenprune.measure.coverage import mask_to_patch_grid
 from tokenprune.methods.tome import tome_schedule
-from tokenprune.training import base_models, run_outputs
-from tokenprune.training.loop import TrainRecipe, as_tensors
+from tokenprune.training import base_models, checkpoints, model_recipes, recipe_data
+from tokenprune.training.recipe import TrainRecipe
+from tokenprune.training.sources import as_tensors
 from tokenprune.training.proxy.candidates import CANDIDATES, Candidate
 
 __all__ = ["KEEP_RATES", "TOME_R", "RECHECK_IMAGES", "RECHECK_ATOL", "ots_configs", "ots_recipe", "test_set",
@@ -63,7 +64,7 @@ def _labels(c: Candidate) -> list[str]:
 def ots_recipe(c: Candidate) -> TrainRecipe:
     """The cache's recipe: the base model's, renamed ``<candidate>_ots``, with the configurations, the numerics
     version and the images in ``extra`` (so any of them makes a new entry)."""
-    base = base_models.recipes_for("default")[c.name]
+    base = model_recipes.recipes_for("default")[c.name]
     return base.replace(name=f"{c.name}_ots", extra={
         **base.extra, "outputs": "off-the-shelf logits", "base_hash": base.recipe_hash(), "configs": _labels(c),
         "numerics": NUMERICS_VERSION, "test_images": c.test_images, "dtype": "fp32"})
@@ -75,7 +76,7 @@ def test_set(c: Candidate, recipe: TrainRecipe, n: Optional[int] = None) -> tupl
     the share of the 64 patch tokens the object touches (``mask_to_patch_grid`` on the scene's own pixel grid: a
     token covers ``canvas / 8`` scene pixels; for SynthBirds the object is the union of its part masks)."""
     n = c.test_images if n is None else n
-    test = base_models.eval_data(recipe, n=n)
+    test = recipe_data.eval_data(recipe, n=n)
     x, y = as_tensors(test)
     grid = c.img_size // c.patch
     cols = test.with_format("numpy")
@@ -108,9 +109,9 @@ def measure(c: Candidate, progress: bool = False, n: Optional[int] = None) -> tu
 
 
 def load(c: Candidate, profile: str = "default") -> tuple[dict[str, np.ndarray], dict]:
-    """The cached outputs of ``c`` (:class:`~tokenprune.training.base_models.CheckpointMissingError` when absent,
+    """The cached outputs of ``c`` (:class:`~tokenprune.training.checkpoints.CheckpointMissingError` when absent,
     naming ``make models``)."""
-    return run_outputs.load_outputs(ots_recipe(c), base_models.checkpoint_dir(profile))
+    return checkpoints.load_outputs(ots_recipe(c), checkpoints.checkpoint_dir(profile))
 
 
 def recheck(c: Candidate, arrays: dict[str, np.ndarray], n: int = RECHECK_IMAGES,
@@ -142,9 +143,9 @@ def build(profile: str = "default", progress: bool = True, force: bool = False,
     for c in CANDIDATES:
         if only is not None and c.name not in only:
             continue
-        _, info = run_outputs.ensure_outputs(ots_recipe(c), lambda c=c: measure(c, progress),
-                                             base_models.checkpoint_dir(profile), force=force)
+        _, info = checkpoints.ensure_outputs(ots_recipe(c), lambda c=c: measure(c, progress),
+                                             checkpoints.checkpoint_dir(profile), force=force)
         if progress:
-            print(run_outputs.describe(info), flush=True)
+            print(checkpoints.describe(info), flush=True)
         infos.append(info)
     return infos
