@@ -132,7 +132,8 @@ def load_checkpoint(pt_path: str | os.PathLike, recipe: Optional[TrainRecipe] = 
 
 def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, data_root, init,
                     device, compile: bool = False) -> tuple[nn.Module, dict]:
-    from tokenprune.measure.metrics import bootstrap_ci, correct
+    from tokenprune.measure.intervals import bootstrap_ci
+    from tokenprune.measure.metrics import correct
     from tokenprune.utils.environment import provenance
     from tokenprune.utils.io import write_json
 
