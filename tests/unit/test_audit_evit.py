@@ -402,7 +402,25 @@ def test_training_throughput_claim_gives_every_verdict(monkeypatch):
     monkeypatch.setattr(timing, "_train_results", fake([100], [130]))
     rep = _rep("smoke")
     timing.training_throughput(rep, st, cfg)
-    assert rep.claims[0].verdict == "inconclusive"
+    c = rep.claims[0]
+    assert c.verdict == "inconclusive" and c.premises == [claims.TIMING_ROUNDS]
+    assert list(c.details["failed premises"]) == [claims.TIMING_ROUNDS]
+
+
+def test_a_speed_claim_is_gated_by_its_declared_timing_premises():
+    """The speedup claim's two premises are declared in the table and gate it through file_claim: a timing whose
+    interval is wider than the band is inconclusive naming that premise, with the rule's own verdict kept."""
+    row = {"model": "deit_small_patch16_224", "keep_rate": 0.7, "speedup": 1.5, "speedup_low": 1.2,
+           "speedup_high": 1.8, "rounds": 7, "device": "cpu", "batch": 64, "dtype": "fp32", "load_before": 0.1,
+           "load_after": 0.1, "other_cores": 0.0, "cores": 2}
+    for low, high, want in ((1.46, 1.55, "reproduced"), (1.2, 1.8, "inconclusive")):
+        rep = _rep("default")
+        efficiency.speed_claim(rep, pd.DataFrame([{**row, "speedup_low": low, "speedup_high": high}]),
+                               "deit_small_patch16_224", 0.7)
+        c = rep.claims[0]
+        assert c.premises == [claims.TIMING_RESOLVES, claims.TIMING_ROUNDS] and c.verdict == want, c.why
+    assert list(c.details["failed premises"]) == [claims.TIMING_RESOLVES]
+    assert c.details["rule alone"]["verdict"] == "holds"
 
 
 def test_training_results_time_real_steps():

@@ -14,15 +14,17 @@ from tokenprune.core.patch import patch, prune_state
 from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
 from tokenprune.study import verdicts
-from tokenprune.study.claims import paper_number
+from tokenprune.study.claims import gate_by_premises, paper_number
 from tokenprune.study.evit.filing import file
-from tokenprune.study.evit.claims import CLAIMS, FUSION_MAC_PRECISION, ORACLE_MAC_TOLERANCE_PP, speedup_rule
+from tokenprune.study.evit.claims import (CLAIMS, FUSION_MAC_PRECISION, ORACLE_MAC_TOLERANCE_PP, TIMING_RESOLVES,
+                                          TIMING_ROUNDS, speedup_rule)
 from tokenprune.study.paper_numbers import EVIT
 from tokenprune.utils.environment import hardware
 
 __all__ = ["SHORT", "observed_stages", "token_claims", "deit_gmacs_table", "printed_macs_claims", "parameter_counts",
            "no_parameters_claim", "fusion_overhead_claim", "oracle_init_macs_claim", "dynamicvit_claims",
-           "analytic_claims", "throughput_table", "speedup_decision", "speed_claim"]
+           "analytic_claims", "throughput_table", "rounds_premise", "speedup_premises", "speedup_decision",
+           "speed_claim"]
 
 SHORT = {"deit_small_patch16_224": "deit_s", "deit_base_patch16_224": "deit_b"}
 _DEIT_S = EVIT["deit_small_patch16_224"]
@@ -232,24 +234,37 @@ def throughput_table(cfg: Any, device: str) -> pd.DataFrame:
     return pd.DataFrame(speed_rows)
 
 
+def rounds_premise(rounds: int) -> verdicts.Premise:
+    """The declared premise :data:`~tokenprune.study.evit.claims.TIMING_ROUNDS` of a timed claim: at least 3
+    interleaved rounds (fewer give no interval)."""
+    return verdicts.Premise(TIMING_ROUNDS, bool(rounds >= 3), f"{rounds} round(s)")
+
+
+def speedup_premises(paper_speedup: float, estimate: float, low: float, high: float, rounds: int,
+                     rule: Optional[verdicts.Magnitude] = None) -> dict[str, verdicts.Premise]:
+    """The declared premises of a speedup claim, by name: at least 3 interleaved rounds, and an interval no wider than
+    the rule's tolerance band (a noisier timing cannot tell the paper's ratio from one a tolerance away, so it is
+    inconclusive)."""
+    rule = rule or speedup_rule(paper_speedup)
+    width = high - low
+    resolves = verdicts.Premise(TIMING_RESOLVES, bool(width <= 2 * rule.tolerance),
+                                f"interval {verdicts.fmt_interval(estimate, low, high, nd=3, signed=False)} is "
+                                f"{width:.3f} wide, the band {2 * rule.tolerance:.3f}")
+    return {TIMING_RESOLVES: resolves, TIMING_ROUNDS: rounds_premise(rounds)}
+
+
 def speedup_decision(paper_speedup: float, estimate: float, low: float, high: float, rounds: int,
                      rule: Optional[verdicts.Magnitude] = None) -> verdicts.Decision:
-    """A speedup claim: ``rule`` (default :func:`~tokenprune.study.evit.claims.speedup_rule` of the paper's ratio)
-    gated by two premises: at least 3 interleaved rounds, and an interval no wider than the tolerance band (a noisier
-    timing cannot tell the paper's ratio from one a tolerance away, so it is inconclusive)."""
+    """A speedup claim's verdict: ``rule`` (default :func:`~tokenprune.study.evit.claims.speedup_rule` of the paper's
+    ratio) gated by :func:`speedup_premises`, in the order a filed claim's declaration gives them."""
     rule = rule or speedup_rule(paper_speedup)
-    tol, share = rule.tolerance, rule.tolerance / paper_speedup
-    width = high - low
-    return verdicts.Premise("at least 3 timing rounds", rounds >= 3, f"{rounds} round(s)").gate(
-        verdicts.Premise(f"the timing resolves +-{share:.0%}: the 95 % interval is no wider than the band "
-                         f"({2 * tol:.3f})", bool(width <= 2 * tol),
-                         f"interval {verdicts.fmt_interval(estimate, low, high, nd=3, signed=False)} is {width:.3f} "
-                         "wide").gate(rule.decide(estimate, low, high)))
+    premises = speedup_premises(paper_speedup, estimate, low, high, rounds, rule)
+    return gate_by_premises(rule.decide(estimate, low, high), [premises[TIMING_RESOLVES], premises[TIMING_ROUNDS]])
 
 
 def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float) -> None:
     """File the claim "EViT at ``keep`` is the paper's ratio as fast as the unpruned ``model_name``" (timed, decided
-    by :func:`speedup_decision`; not testable where the profile does not time that keep rate)."""
+    by its rule, gated by :func:`speedup_premises`; not testable where the profile does not time that keep rate)."""
     decl = CLAIMS[f"evit.speedup.{SHORT[model_name]}.keep{{keep:g}}"]
     keys = {"keep": keep}
     sel = speed[(speed.model == model_name) & (speed.keep_rate == keep)]
@@ -259,9 +274,10 @@ def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float) -> 
         return
     row = sel.iloc[0]
     paper = paper_number(decl.paper_number, keys)
-    decision = speedup_decision(paper, row.speedup, row.speedup_low, row.speedup_high, int(row["rounds"]),
-                                decl.rule(paper))
-    file(rep, decl, decision, keys=keys, paper_value=paper, timed=True, load=bench.load_from_row(row),
+    rule = decl.rule(paper)
+    premises = speedup_premises(paper, row.speedup, row.speedup_low, row.speedup_high, int(row["rounds"]), rule)
+    file(rep, decl, rule.decide(row.speedup, row.speedup_low, row.speedup_high), premises=premises, keys=keys,
+         paper_value=paper, timed=True, load=bench.load_from_row(row),
          our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
          why=f"median images/s over interleaved rounds on {row['device']}, batch {row['batch']}, {row['dtype']}; "
              "the paper used an A100",

@@ -26,7 +26,8 @@ from tokenprune.study.proxy import chosen
 from tokenprune.study.proxy.chosen import PROXY_CHOSEN
 from tokenprune.study.claims import paper_number
 from tokenprune.study.evit.filing import file
-from tokenprune.study.evit.claims import CLAIMS, HIRES_USABLE, ORACLE_GUIDES
+from tokenprune.study.evit.claims import CLAIMS, HIRES_USABLE, ORACLE_GUIDES, TIMING_ROUNDS
+from tokenprune.study.evit.efficiency import rounds_premise
 from tokenprune.study.proxy.audit_model import Comparison, EvaluatedModel, Gated, gated, worst_design
 from tokenprune.training import sources
 
@@ -185,9 +186,9 @@ def tokens_to_tokens(rep: Any, model: EvaluatedModel, cfg: Any, preds: dict, kee
     speed = _t2t_speed(model, cfg)
     sel = speed[(speed.model == cfg.t2t_bench_model) & (speed.config == "tokens_to_tokens")].iloc[0]
     decl = CLAIMS["evit.t10.t2t_slower"]
-    decision = verdicts.Premise("at least 3 timing rounds", bool(sel["rounds"] >= 3), f"{sel['rounds']} rounds").gate(
-        decl.rule().decide(sel.speedup, sel.speedup_low, sel.speedup_high))
-    file(rep, decl, decision, keys={"model": cfg.t2t_bench_model}, timed=True, load=bench.load_from_row(sel),
+    file(rep, decl, decl.rule().decide(sel.speedup, sel.speedup_low, sel.speedup_high),
+         premises={TIMING_ROUNDS: rounds_premise(int(sel["rounds"]))}, keys={"model": cfg.t2t_bench_model},
+         timed=True, load=bench.load_from_row(sel),
          our_value=round(sel.speedup, 3), ci=[round(sel.speedup_low, 3), round(sel.speedup_high, 3)],
          why=f"side-by-side interleaved timing ({sel['device']}, batch {sel['batch']}, {sel['dtype']}, "
              f"{sel['rounds']} rounds)", details={"interval": "bootstrap over per-round ratios"})

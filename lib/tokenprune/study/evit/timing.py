@@ -14,9 +14,9 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
-from tokenprune.study import verdicts
 from tokenprune.study.evit.filing import file
-from tokenprune.study.evit.claims import CLAIMS
+from tokenprune.study.evit.claims import CLAIMS, TIMING_ROUNDS
+from tokenprune.study.evit.efficiency import rounds_premise
 from tokenprune.study.proxy.audit_model import EvaluatedModel
 
 __all__ = ["small_vit_throughput", "training_throughput"]
@@ -90,9 +90,9 @@ def training_throughput(rep: Any, model: EvaluatedModel, cfg: Any, keep: float =
     speed = pd.DataFrame(bench.speedup_table(res, macs_, seed=cfg.seed))
     row = speed.iloc[1]
     decl = CLAIMS["evit.t11.trains_faster.keep{keep:g}"]
-    decision = verdicts.Premise("at least 3 timing rounds", bool(row["rounds"] >= 3), f"{row['rounds']} round(s)").gate(
-        decl.rule().decide(row.speedup, row.speedup_low, row.speedup_high))
-    file(rep, decl, decision, keys={"keep": keep}, timed=True, load=bench.load_from_row(row),
+    file(rep, decl, decl.rule().decide(row.speedup, row.speedup_low, row.speedup_high),
+         premises={TIMING_ROUNDS: rounds_premise(int(row["rounds"]))}, keys={"keep": keep},
+         timed=True, load=bench.load_from_row(row),
          our_value=round(row.speedup, 3), ci=[round(row.speedup_low, 3), round(row.speedup_high, 3)],
          why=f"a direction claim (faster at all): training steps on one fixed batch of {n}, fp32, "
              f"{row['device']}, {row['rounds']} interleaved rounds; MAC ratio {row.mac_ratio:.2f}",
