@@ -1,8 +1,8 @@
 """The shape of the project, read from its files (no models, no imports of the library):
 
 * no import cycle among the ``tokenprune`` modules, imports inside functions included;
-* modules of ``tokenprune.study`` and ``tokenprune.training`` stay short (at most 500 lines, no line over 120
-  characters);
+* every module of the library stays short (at most 500 lines, no line over 120 characters), tested per role
+  package;
 * only the study itself and the command line (``tokenprune/__main__.py``) import ``tokenprune.study``;
 * the product speaks of the study alone: no project history in the library, notebooks, reports, tests, CI script
   or README files;
@@ -21,9 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LIB = ROOT / "lib"
 PACKAGE = LIB / "tokenprune"
-STUDY = PACKAGE / "study"
 
-MAX_STUDY_LINES = 500
+MAX_MODULE_LINES = 500
 MAX_LINE_CHARS = 120
 #: at most this many offenders are listed in a failure message (the count says how many there are)
 MAX_LISTED = 300
@@ -210,18 +209,31 @@ def test_only_the_study_and_the_command_line_import_the_study():
 
 
 # ----------------------------------------------------------------------------------------------
-# size of the study's and the training's modules
+# size of every module of the library
 # ----------------------------------------------------------------------------------------------
 
+#: the library's packages by role (core, methods, measure, data, training, study, utils), each tested on its own
+ROLE_PACKAGES = sorted(p for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
 
-@pytest.mark.parametrize("package", [STUDY, PACKAGE / "training"], ids=lambda p: p.name)
+
+def _files_of(group: Path) -> list[Path]:
+    """The modules of a role package (its subpackages included), or for the package itself its top-level files."""
+    return sorted(group.rglob("*.py")) if group != PACKAGE else sorted(PACKAGE.glob("*.py"))
+
+
+def test_every_module_belongs_to_a_tested_group():
+    tested = {f for g in [PACKAGE, *ROLE_PACKAGES] for f in _files_of(g)}
+    assert len(ROLE_PACKAGES) >= 7 and set(PACKAGE.rglob("*.py")) == tested
+
+
+@pytest.mark.parametrize("package", [PACKAGE, *ROLE_PACKAGES], ids=lambda p: p.name)
 def test_modules_are_short(package: Path):
     offenders = []
-    for path in sorted(package.rglob("*.py")):
+    for path in _files_of(package):
         lines = path.read_text(encoding="utf-8").splitlines()
         where = path.relative_to(ROOT)
-        if len(lines) > MAX_STUDY_LINES:
-            offenders.append(f"{where}: {len(lines)} lines (at most {MAX_STUDY_LINES})")
+        if len(lines) > MAX_MODULE_LINES:
+            offenders.append(f"{where}: {len(lines)} lines (at most {MAX_MODULE_LINES})")
         long = [i for i, line in enumerate(lines, 1) if len(line) > MAX_LINE_CHARS]
         if long:
             offenders.append(f"{where}: {len(long)} line(s) over {MAX_LINE_CHARS} characters, e.g. line "

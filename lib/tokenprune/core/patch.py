@@ -276,7 +276,8 @@ def patch(model: VisionTransformer,
     if not has_cls and "cls_attn" in reads_cls:
         who = [f"scorer {scorer_spec.name!r}"] * ("cls_attn" in scorer_spec.needs and reducer_spec.uses_scores) + \
               [f"reducer {reducer_spec.name!r}"] * ("cls_attn" in reducer_spec.needs)
-        raise ValueError(f"scorer, reducer: {' and '.join(who)} read [CLS] attention and this model has no class token; "
+        raise ValueError(f"scorer, reducer: {' and '.join(who)} read [CLS] attention and this model "
+                         f"has no class token; "
                          "methods that need none: reducer 'bipartite' (ToMe), scorer 'random'")
     pool = getattr(model, "global_pool", "token")
     if pool not in ("token", "") or getattr(model, "attn_pool", None) is not None:

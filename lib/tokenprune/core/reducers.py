@@ -78,7 +78,8 @@ class ReducerSpec:
         return self.fn(ctx, scores, n_keep)
 
     def output_tokens(self, n_tokens: int, n_keep: int) -> int:
-        """Prunable tokens this reducer outputs from ``n_tokens`` asked to keep ``n_keep``: see :func:`output_tokens`."""
+        """Prunable tokens this reducer outputs from ``n_tokens`` asked to keep ``n_keep``:
+        see :func:`output_tokens`."""
         return output_tokens(self, n_tokens, n_keep)
 
 
@@ -104,8 +105,8 @@ def register_reducer(name: str, needs: tuple[str, ...] = (), adds_tokens: int | 
         if name in REDUCERS:
             raise ValueError(f"reducer {name!r} is already registered")
         spec_cost = cost or no_cost
-        REDUCERS[name] = ReducerSpec(name, fn, frozenset(needs), adds_tokens, reference, uses_scores,  # type: ignore[arg-type]
-                                     spec_cost, check)
+        REDUCERS[name] = ReducerSpec(name, fn, frozenset(needs), adds_tokens, reference,  # type: ignore[arg-type]
+                                     uses_scores, spec_cost, check)
         return fn
 
     return deco

@@ -42,7 +42,8 @@ def as_real_scalar(value: object, name: str) -> float:
         return float(value)
     if hasattr(value, "ndim") and hasattr(value, "dtype") and getattr(value, "ndim") == 0:
         kind = getattr(value.dtype, "kind", None)  # numpy: 'f', 'i', 'u'; torch dtypes have is_floating_point
-        is_real = kind in ("f", "i", "u") if kind is not None else not (value.dtype.is_complex or value.dtype == torch.bool)
+        is_real = (kind in ("f", "i", "u") if kind is not None
+                   else not (value.dtype.is_complex or value.dtype == torch.bool))
         if is_real:
             return float(value.item())
     raise TypeError(f"{name}: expected a real number (Python, numpy scalar or 0-d tensor), got "
@@ -74,7 +75,8 @@ class Schedule:
     keep_rates: dict[int, float]
 
     @classmethod
-    def build(cls, depth: int, keep_rate: float | Sequence[float], locations: Iterable[int] = EVIT_LOCATIONS) -> "Schedule":
+    def build(cls, depth: int, keep_rate: float | Sequence[float],
+              locations: Iterable[int] = EVIT_LOCATIONS) -> "Schedule":
         """From 1-based ``locations`` and one keep rate, or one keep rate per location."""
         if isinstance(locations, (int, str)) or locations is None:
             raise TypeError(f"locations: expected a sequence of block numbers in 1..{depth}, got {locations!r}")

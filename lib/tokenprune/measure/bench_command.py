@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenprune.core.scorers import scorer_names
 
     ap = argparse.ArgumentParser(prog="python -m tokenprune bench", description=main.__doc__)
-    ap.add_argument("--model", default="deit_small_patch16_224", help="a timm VisionTransformer name (default: %(default)s)")
+    ap.add_argument("--model", default="deit_small_patch16_224",
+                    help="a timm VisionTransformer name (default: %(default)s)")
     ap.add_argument("--keep", type=_keep_rate, nargs="+", default=[1.0, 0.7],
                     help="keep rates in (0, 1], the first is the baseline of the ratios (default: %(default)s)")
     ap.add_argument("--reducer", default="fuse_attention", choices=sorted(REDUCERS), help="default: %(default)s")
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also time ToMe merging R tokens in every block (our bipartite reducer with tome_schedule(R) "
                          "and proportional attention; ToMe's DeiT-S setting: 13)")
     ap.add_argument("--batch", type=_positive_int, nargs="+", default=[32],
-                    help="images per timed batch; several values give one side-by-side run each (EViT: 64; default: %(default)s)")
+                    help="images per timed batch; several values give one side-by-side run each "
+                         "(EViT: 64; default: %(default)s)")
     ap.add_argument("--dtype", nargs="+", default=["fp32"], choices=sorted(DTYPES),
                     help="autocast dtypes, one run each (EViT: fp32; default: %(default)s); bf16 only where the device "
                          "computes it natively (core.precision.native_bf16), see --force-bf16")
@@ -76,17 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--iters", type=_positive_int, default=None,
                     help=f"batches per configuration and round (default: enough for {MIN_IMAGES_PER_ROUND} images, at "
                          "least 2, so that small batches are not timed on a few milliseconds)")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed passes per configuration first (default: %(default)s)")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="untimed passes per configuration first (default: %(default)s)")
     ap.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--official-evit", metavar="DIR", default=None,
-                    help="a checkout of github.com/youweiliang/evit: also time its evit.py (same weights, checked to give "
+                    help="a checkout of github.com/youweiliang/evit: also time its evit.py "
+                         "(same weights, checked to give "
                          "the same outputs) at each keep rate below 1, and print ours / official")
     ap.add_argument("--official-tome", metavar="DIR", default=None,
                     help="a checkout of github.com/facebookresearch/ToMe: also time its timm patch (tome.patch.timm, "
                          "model.r = R, checked to give the same outputs) at each --tome-r, and print ours / official")
     ap.add_argument("--attention", default="rule", choices=("rule", "fused", "explicit"),
-                    help="attention kernel of our models, the unpruned baseline included: 'rule' (default) picks it per "
-                         "device and dtype by core.precision.attention_kernel (explicit softmax(q k^T) v, as the official "
+                    help="attention kernel of our models, the unpruned baseline included: 'rule' (default) "
+                         "picks it per "
+                         "device and dtype by core.precision.attention_kernel (explicit softmax(q k^T) v, "
+                         "as the official "
                          "code computes, for bf16 on a CPU without AMX; timm's fused kernel otherwise)")
     ap.add_argument("--compile", action="store_true",
                     help="at batch 1 also time our models compiled by torch.compile (one more interleaved run) and "
@@ -281,7 +287,8 @@ def _print_run(rows: list[dict], res: list[BenchResult], args, paired: bool) -> 
     print(f"## {first['dtype']}, batch {first['batch']}{', torch.compile' if first['compiled'] else ''}, "
           f"{first['attention']} attention: load average {base['load_before']:.2f} before, {base['load_after']:.2f} "
           f"after; other processes {_fmt_other(base.get('other_cores'))} cores")
-    print(f"{'dtype':<5} {'batch':>5} {'config':>11} {'GMACs':>6} {'img/s':>8} {'speedup [95 % CI]':>24} {'MAC ratio':>9} "
+    print(f"{'dtype':<5} {'batch':>5} {'config':>11} {'GMACs':>6} {'img/s':>8} "
+          f"{'speedup [95 % CI]':>24} {'MAC ratio':>9} "
           f"{'speedup/MAC ratio [95 % CI]':>28}" + (f" {'ours/official [95 % CI]':>26}" if paired else "")
           + (f" {'targets':>8}" if args.targets else ""))
     for o in rows:
@@ -372,7 +379,8 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     if args.json:
         from tokenprune.utils.io import write_json
 
-        write_json(args.json, {"command": "python -m tokenprune bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        write_json(args.json, {"command": "python -m tokenprune bench "
+                                          + " ".join(argv if argv is not None else sys.argv[1:]),
                                "hardware": hw, "rows": rows})
     return rows
 

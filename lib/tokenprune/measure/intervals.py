@@ -205,8 +205,10 @@ def seed_image_bootstrap_diff(a: ArrayLike, b: ArrayLike, n_boot: int = 2000, al
         x = x[None]
     if y.ndim == 1:
         y = y[None]
-    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or (x.shape[0] != y.shape[0] and 1 not in (x.shape[0], y.shape[0])):
-        raise ValueError(f"a, b: expected [S, N] arrays with the same N and the same S (or S = 1), got {x.shape}, {y.shape}")
+    if (x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]
+            or (x.shape[0] != y.shape[0] and 1 not in (x.shape[0], y.shape[0]))):
+        raise ValueError(f"a, b: expected [S, N] arrays with the same N and the same S (or S = 1), "
+                         f"got {x.shape}, {y.shape}")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     d = x - y

@@ -101,7 +101,8 @@ def official_evit_like(module: ModuleType, model: VisionTransformer, keep_rate: 
         strict=False)
     allowed_missing = {"pre_logits"}
     if unexpected or any(not k.startswith(tuple(allowed_missing)) for k in missing):
-        raise ValueError(f"model: weights do not map onto the official EViT (missing {missing}, unexpected {unexpected})")
+        raise ValueError(f"model: weights do not map onto the official EViT "
+                         f"(missing {missing}, unexpected {unexpected})")
     return official.eval()
 
 

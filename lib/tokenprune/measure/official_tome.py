@@ -75,7 +75,8 @@ def _unsupported(model: VisionTransformer) -> list[str]:
     for i, blk in enumerate(model.blocks):
         attn = blk.attn
         for name, mod in (("ls1", getattr(blk, "ls1", None)), ("ls2", getattr(blk, "ls2", None)),
-                          ("attn.q_norm", getattr(attn, "q_norm", None)), ("attn.k_norm", getattr(attn, "k_norm", None)),
+                          ("attn.q_norm", getattr(attn, "q_norm", None)),
+                          ("attn.k_norm", getattr(attn, "k_norm", None)),
                           ("attn.norm", getattr(attn, "norm", None))):
             if mod is not None and not isinstance(mod, torch.nn.Identity):
                 out.append(f"blocks[{i}].{name}")

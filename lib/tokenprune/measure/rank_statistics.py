@@ -5,7 +5,8 @@ cross-head variance and MedAD against EViT's head-mean [CLS] attention; the same
 scorers in :mod:`tokenprune.core.scorers`).
 
 - :func:`score_rows`: every named scorer that needs only the [CLS] row, on rows ``[B, H, N]`` (e.g. the
-  ``cls_attn`` of :func:`tokenprune.core.split_forward.cache_tokens`, read from an unpruned forward pass), so all scorers
+  ``cls_attn`` of :func:`tokenprune.core.split_forward.cache_tokens`, read from an unpruned forward pass),
+  so all scorers
   are compared on the same attention.
 - :func:`rank_correlations`: per-image Spearman's rho and Kendall's tau-b (``scipy.stats``; ties averaged).
 - :func:`topk_jaccard`: per-image Jaccard overlap of the kept sets ``|A and B| / |A or B|`` at a keep rate,

@@ -179,7 +179,8 @@ def load_warnings(results: Sequence[BenchResult], cores: Optional[int] = None, m
     other = results[0].extra.get("other_cores") if results else None
     if other is not None and other > max_other * cores:
         out.append(f"machine under load: other processes kept {other:.2f} of {cores} cores busy while timing "
-                   f"(above {max_other * cores:.2f}; 1-minute load average {results[0].extra.get('load_before')} before, "
+                   f"(above {max_other * cores:.2f}; 1-minute load average "
+                   f"{results[0].extra.get('load_before')} before, "
                    f"{results[0].extra.get('load_after')} after): the figures are not an idle machine's")
     for r in results:
         cv = r.extra.get("round_cv")

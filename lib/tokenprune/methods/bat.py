@@ -153,7 +153,8 @@ def merge_dpcknn(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clust
 
 
 @register_reducer("cluster_all", uses_scores=False, cost=_cluster_all_cost,
-                  check=check_merge_options, reference="BAT ablation 'diversity only': DPC-KNN over all tokens, no importance")
+                  check=check_merge_options,
+                  reference="BAT ablation 'diversity only': DPC-KNN over all tokens, no importance")
 def cluster_all(ctx: TokenContext, scores: torch.Tensor, n_keep: int, k: int = 5) -> Reduction:
     """Diversity only: cluster every prunable token by DPC-KNN into ``n_keep`` clusters and keep their
     size-weighted averages (the scores are ignored)."""
@@ -181,7 +182,8 @@ def _budget_cost(n_tokens, n_kept, dim, head_dim, num_clusters=4, pair_fraction=
 
 
 @register_reducer("merge_dpcknn_budget", needs=("cls_attn",), adds_tokens=1, cost=_budget_cost,
-                  check=check_merge_options, reference="BAT (Long et al., CVPR 2023) within EViT's token budget: n_keep + 1 - num_clusters "
+                  check=check_merge_options,
+                  reference="BAT (Long et al., CVPR 2023) within EViT's token budget: n_keep + 1 - num_clusters "
                             "attentive tokens + num_clusters DPC-KNN clusters of the rest (= EViT's token counts)")
 def merge_dpcknn_budget(ctx: TokenContext, scores: torch.Tensor, n_keep: int, num_clusters: int = 4, k: int = 5,
                         pair_fraction: float = 0.0, merge_weight: str = "attention") -> Reduction:

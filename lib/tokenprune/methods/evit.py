@@ -17,7 +17,8 @@ __all__ = ["cls_attention", "tokens_to_tokens", "fuse_attention"]
 
 
 @register_scorer("cls_attention", needs=("cls_attn",),
-                 reference="EViT (Liang et al., ICLR 2022), Sec. 3.2: head-mean [CLS] attention, attn[:, :, 0, 1:].mean(1)")
+                 reference="EViT (Liang et al., ICLR 2022), Sec. 3.2: "
+                           "head-mean [CLS] attention, attn[:, :, 0, 1:].mean(1)")
 def cls_attention(ctx: TokenContext) -> torch.Tensor:
     """Head-averaged attention of [CLS] to each prunable token (EViT Eq. 1-2; not renormalised)."""
     a = require_field(ctx, "cls_attn", "cls_attention")
@@ -33,7 +34,8 @@ def tokens_to_tokens(ctx: TokenContext) -> torch.Tensor:
 
 
 @register_reducer("fuse_attention", needs=("cls_attn",), adds_tokens=1, cost=fuse_cost,
-                  reference="EViT Sec. 3.2 / evit.py: x_fused = sum_i a_i x_i over inattentive tokens, raw [CLS] attention")
+                  reference="EViT Sec. 3.2 / evit.py: x_fused = sum_i a_i x_i over inattentive tokens, "
+                            "raw [CLS] attention")
 def fuse_attention(ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Reduction:
     """EViT's inattentive-token fusion: keep the top ``n_keep`` and append one token equal to the sum of
     the others weighted by their head-mean [CLS] attention (the raw softmax weights, not renormalised),

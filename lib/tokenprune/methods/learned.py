@@ -12,13 +12,15 @@ signal* and rules out extra capacity with a *capacity-matched control*. Our oper
   a model's MAC count (:func:`tokenprune.measure.macs.analytic_macs`) does not include.
 * :func:`train_ranker` -- trains a head to rank tokens like a target signal (the sensitivity of
   :mod:`tokenprune.methods.sensitivity`, or, for the capacity-matched control that mimics EViT, the [CLS] attention),
-  from cached block-l tokens only (:mod:`tokenprune.core.split_forward`). Targets are ``z = zscore(log(signal))`` per image;
+  from cached block-l tokens only (:mod:`tokenprune.core.split_forward`).
+  Targets are ``z = zscore(log(signal))`` per image;
   losses: ``listnet`` (default; cross-entropy between ``softmax(z / T)`` and ``softmax(score)`` over an image's
   tokens, Cao et al., ICML 2007), ``pairwise`` (RankNet logistic loss on sampled token pairs) or ``mse``
   (on per-image standardised scores).
 * :func:`train_task` -- the capacity-matched control trained *end to end with the task loss only*: the head's
   scores prune the frozen model at block l through a top-k gate applied as an attention bias ``log(gate)`` in
-  every later block (:func:`tokenprune.core.split_forward.forward_from`), and the head minimises the cross-entropy of the
+  every later block (:func:`tokenprune.core.split_forward.forward_from`), and the head minimises
+  the cross-entropy of the
   pruned model's prediction; the keep rate of each step is drawn from ``keep_rates``. The gate is
   straight-through by default: the forward pass keeps exactly the top-k tokens (as at test time), the gradient
   is that of the soft gate ``sigmoid((z_i - t_k) / tau)`` (``z``: standardised scores, ``t_k`` midway between
@@ -48,7 +50,8 @@ from tokenprune.core.scorers import TokenContext, register_scorer
 from tokenprune.core.precision import autocast
 
 __all__ = ["PREDICTORS_KEY", "LOSSES", "PredictorHead", "make_head", "head_macs", "rank_target", "ranking_loss",
-           "soft_topk_gate", "ste_topk_gate", "train_ranker", "train_rankers", "train_task", "attach", "predictor_extras", "learned"]
+           "soft_topk_gate", "ste_topk_gate", "train_ranker", "train_rankers", "train_task", "attach",
+           "predictor_extras", "learned"]
 
 #: key of the ``{0-based block index: head}`` dict in ``PruneState.extras`` / ``TokenContext.extras``
 PREDICTORS_KEY = "predictors"
@@ -136,7 +139,8 @@ def soft_topk_gate(scores: torch.Tensor, k: int, tau: float = 0.5) -> torch.Tens
 def ste_topk_gate(scores: torch.Tensor, k: int, tau: float = 0.5, eps: float = 1e-6) -> torch.Tensor:
     """Straight-through top-k gate: its value is the hard top-k mask (kept tokens 1, the others ``eps``, i.e.
     an attention bias of ``log(eps)``: dropped up to a weight of ``eps``), its gradient that of ``log`` of
-    :func:`soft_topk_gate` (through the ``log(gate)`` attention bias of :func:`tokenprune.core.split_forward.forward_from`).
+    :func:`soft_topk_gate` (through the ``log(gate)`` attention bias of
+    :func:`tokenprune.core.split_forward.forward_from`).
     The forward pass of training is then the pruning of test time."""
     soft = soft_topk_gate(scores, k, tau)
     hard = (soft > 0.5).to(soft.dtype)

@@ -233,7 +233,8 @@ def oracle_attention(ctx: TokenContext) -> torch.Tensor:
 
 def combined_macs(oracle_macs: float, pruned_macs: float) -> float:
     """MACs of one oracle-guided prediction: the oracle's forward plus the pruned model's (Table 14's
-    "Combined MACs"). Both must be counted for the same image (e.g. by :func:`tokenprune.measure.macs.analytic_macs`)."""
+    "Combined MACs"). Both must be counted for the same image (e.g. by
+    :func:`tokenprune.measure.macs.analytic_macs`)."""
     if oracle_macs < 0 or pruned_macs < 0:
         raise ValueError("oracle_macs, pruned_macs: MACs cannot be negative")
     return float(oracle_macs) + float(pruned_macs)

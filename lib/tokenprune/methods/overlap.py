@@ -56,7 +56,8 @@ def conv_grid(img_size: int | Sequence[int], kernel: int | Sequence[int], stride
 def overlap_patch_embed(model: VisionTransformer, stride: Optional[int | Sequence[int]] = None,
                         fraction: float = OVERLAP_FRACTION, interpolation: str = "bicubic",
                         antialias: bool = True) -> VisionTransformer:
-    """Give ``model`` an overlapping patch embedding with ``stride`` (default ``overlap_stride(P, fraction)``), in place.
+    """Give ``model`` an overlapping patch embedding with ``stride`` (default ``overlap_stride(P, fraction)``),
+    in place.
 
     The convolution keeps its ``P x P`` kernel, weights and bias (no padding); only the stride changes. The
     ``PatchEmbed``'s ``grid_size`` and ``num_patches`` and the model's ``pos_embed`` (prefix entries kept,

@@ -46,7 +46,8 @@ def centre_distance(rows: int, cols: int) -> torch.Tensor:
     return (r[:, None] ** 2 + c[None, :] ** 2).sqrt().flatten()
 
 
-@register_scorer("centre", reference="centre prior baseline (decoupling notebook): minus the distance to the image centre")
+@register_scorer("centre",
+                 reference="centre prior baseline (decoupling notebook): minus the distance to the image centre")
 def centre_prior(ctx: TokenContext) -> torch.Tensor:
     """Minus the distance of each patch from the image centre, the same for every image."""
     rows, cols = grid_of(ctx)

@@ -6,7 +6,8 @@ sensitivity signal: how the model's internal state changes when the input is sli
 definitions here are ours and explicit.
 
 Let ``h_i`` be the hidden state of prunable token ``i`` at the reduction point of block ``l`` (after the
-attention residual, before the MLP; :mod:`tokenprune.core.split_forward`) and ``T(h)`` a target computed by the rest of the
+attention residual, before the MLP; :mod:`tokenprune.core.split_forward`) and ``T(h)`` a target computed by
+the rest of the
 (unpruned) model from those tokens:
 
 * ``target="pred_logit"``: the logit of the class the unpruned model predicts (label-free);

@@ -12,7 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DISTRIBUTION", "PROFILES", "DATA_DIR_ENV", "CACHE_ONLY_ENV", "cache_only", "data_dir", "git_state", "library_versions", "hardware", "provenance"]
+__all__ = ["DISTRIBUTION", "PROFILES", "DATA_DIR_ENV", "CACHE_ONLY_ENV", "cache_only", "data_dir", "git_state",
+           "library_versions", "hardware", "provenance"]
 
 #: the distribution name on a package index (the import name is ``tokenprune``; that name is taken there)
 DISTRIBUTION = "tokenprune-study"
