@@ -421,6 +421,9 @@ def test_a_speed_claim_is_gated_by_its_declared_timing_premises():
         assert c.premises == [claims.TIMING_RESOLVES, claims.TIMING_ROUNDS] and c.verdict == want, c.why
     assert list(c.details["failed premises"]) == [claims.TIMING_RESOLVES]
     assert c.details["rule alone"]["verdict"] == "holds"
+    rep = _rep("smoke")                                                    # a profile that does not time it
+    efficiency.speed_claim(rep, pd.DataFrame([row]), "deit_base_patch16_224", 0.8)
+    assert rep.claims[0].verdict == "not testable here" and "failed premises" not in (rep.claims[0].details or {})
 
 
 def test_training_results_time_real_steps():

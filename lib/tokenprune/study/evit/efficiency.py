@@ -269,8 +269,9 @@ def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float) -> 
     keys = {"keep": keep}
     sel = speed[(speed.model == model_name) & (speed.keep_rate == keep)]
     if sel.empty:
-        file(rep, decl, verdicts.not_testable(f"profile {rep.profile!r} does not time {model_name} at keep "
-                                              f"{keep:g}"), keys=keys)
+        untimed = f"profile {rep.profile!r} does not time {model_name} at keep {keep:g}"
+        file(rep, decl, verdicts.not_testable(untimed), keys=keys,
+             premises={name: verdicts.Premise(name, True, f"nothing timed: {untimed}") for name in decl.premises})
         return
     row = sel.iloc[0]
     paper = paper_number(decl.paper_number, keys)
