@@ -21,6 +21,7 @@ import string
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from tokenprune.study import verdicts
 from tokenprune.study.why import MAX_WHY, one_sentence
 from tokenprune.utils.io import to_jsonable
 
@@ -35,6 +36,7 @@ __all__ = [
     "gating_order",
     "gate_by_premises",
     "declared_premises",
+    "unmeasured",
     "ALL_VERDICTS",
     "Declaration",
     "Fixed",
@@ -407,6 +409,12 @@ def declared_premises(rep: Any, decl: "Declaration", premises: Mapping[str, Any]
             raise ValueError(f"premises: the premise given for {name!r} is named {premise.name!r} ({decl.id})")
         out.append(premise)
     return out
+
+
+def unmeasured(decl: Declaration, why: str) -> dict[str, verdicts.Premise]:
+    """The declared premises of ``decl`` for a filing that measured nothing (its verdict says why it is not testable
+    here): a premise on what a measurement rests on holds vacuously without one."""
+    return {name: verdicts.Premise(name, True, f"nothing measured: {why}") for name in decl.premises}
 
 
 def file_claim(rep: Any, decl: Declaration, decision: Any, *, keys: Mapping[str, Any] = {},

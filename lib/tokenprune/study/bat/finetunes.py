@@ -23,7 +23,7 @@ from tokenprune.study.bat.claims import CLAIMS, TWO_SEEDS
 from tokenprune.study.bat.comparisons import brief, sd_source
 from tokenprune.study.bat.effects import effect_vs_evit, paper_gap
 from tokenprune.study.bat.proxy_scale import VARIANT
-from tokenprune.study.claims import file_claim
+from tokenprune.study.claims import file_claim, unmeasured
 from tokenprune.study.proxy.audit_model import MOVED, Comparison, gated, moved_premise
 from tokenprune.study.verdicts import Decision, Premise, not_testable
 
@@ -158,9 +158,8 @@ def _not_run(cfg: Any) -> tuple[Decision, dict]:
     """What nothing measured decides: not testable, its declared premises vacuous (no run, no proxy measurement)."""
     ran = ("finetune_steps = 0" if cfg.profile != "paper" else "not run at the paper profile (30 epochs of ImageNet "
                                                                "per run and seed)")
-    decl = CLAIMS["bat.finetuned.vs_evit.keep{keep:g}"]
-    return (not_testable(f"no fine-tuning ran here ({ran})", "needs real training"),
-            {name: Premise(name, True, "nothing was measured") for name in decl.premises})
+    why = f"no fine-tuning ran here ({ran})"
+    return not_testable(why, "needs real training"), unmeasured(CLAIMS["bat.finetuned.vs_evit.keep{keep:g}"], why)
 
 
 def file_finetune_claims(rep: Any, finetunes: Finetunes, cfg: Any, base_name: Optional[str]) -> None:

@@ -14,7 +14,7 @@ from tokenprune.core.patch import patch, prune_state
 from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
 from tokenprune.study import verdicts
-from tokenprune.study.claims import gate_by_premises, paper_number
+from tokenprune.study.claims import gate_by_premises, paper_number, unmeasured
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import (CLAIMS, FUSION_MAC_PRECISION, ORACLE_MAC_TOLERANCE_PP, TIMING_RESOLVES,
                                           TIMING_ROUNDS, speedup_rule)
@@ -259,7 +259,8 @@ def speedup_decision(paper_speedup: float, estimate: float, low: float, high: fl
     ratio) gated by :func:`speedup_premises`, in the order a filed claim's declaration gives them."""
     rule = rule or speedup_rule(paper_speedup)
     premises = speedup_premises(paper_speedup, estimate, low, high, rounds, rule)
-    return gate_by_premises(rule.decide(estimate, low, high), [premises[TIMING_RESOLVES], premises[TIMING_ROUNDS]])
+    declared = CLAIMS["evit.speedup.deit_s.keep{keep:g}"].premises
+    return gate_by_premises(rule.decide(estimate, low, high), [premises[name] for name in declared])
 
 
 def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float) -> None:
@@ -270,8 +271,7 @@ def speed_claim(rep: Any, speed: pd.DataFrame, model_name: str, keep: float) -> 
     sel = speed[(speed.model == model_name) & (speed.keep_rate == keep)]
     if sel.empty:
         untimed = f"profile {rep.profile!r} does not time {model_name} at keep {keep:g}"
-        file(rep, decl, verdicts.not_testable(untimed), keys=keys,
-             premises={name: verdicts.Premise(name, True, f"nothing timed: {untimed}") for name in decl.premises})
+        file(rep, decl, verdicts.not_testable(untimed), keys=keys, premises=unmeasured(decl, untimed))
         return
     row = sel.iloc[0]
     paper = paper_number(decl.paper_number, keys)

@@ -18,8 +18,7 @@ from tokenprune.study.why import too_long
 from tokenprune.study.varmedad.claims import CLAIMS
 
 __all__ = ["image_design", "seed_design", "cluster_design", "binding_gate", "beats_values", "part_summary",
-           "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file", "file_on_base",
-           "unmeasured"]
+           "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file", "file_on_base"]
 
 
 def image_design(a: Predictions, b: Predictions, n_max: Optional[int] = None,
@@ -140,12 +139,6 @@ def interval(values, groups, seed: int) -> intervals.Interval:
     if groups is None:
         return intervals.bootstrap_ci_or_nan(values, seed=seed)
     return cluster_bootstrap_ci(values, groups, seed=seed)
-
-
-def unmeasured(decl: Declaration, why: str) -> dict[str, verdicts.Premise]:
-    """The declared premises of ``decl`` for a filing that measured nothing (its verdict says why it is not testable
-    here): a premise on what a measurement rests on holds vacuously without one."""
-    return {name: verdicts.Premise(name, True, f"nothing measured: {why}") for name in decl.premises}
 
 
 def file(rep: Any, decl: Declaration, decision: verdicts.Decision, *, why: str = "",

@@ -12,7 +12,8 @@ from tokenprune.measure.evaluation import paired_comparison
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.proxy import audit_model
 from tokenprune.study.varmedad.claims import CLAIMS, SEEDS, TOP1, TRAINS_OVERLAP
-from tokenprune.study.varmedad.designs import file, file_on_base, seed_design, unmeasured
+from tokenprune.study.claims import unmeasured
+from tokenprune.study.varmedad.designs import file, file_on_base, seed_design
 from tokenprune.study.varmedad.finetunes import Finetunes, trains_overlap_premise
 from tokenprune.study.varmedad.settings import EFFECTS, MIN_SEEDS
 from tokenprune.study.paper_numbers import VARMEDAD as VM

@@ -20,7 +20,8 @@ from tokenprune.measure.power import Design
 from tokenprune.study import verdicts
 from tokenprune.study.proxy import chosen
 from tokenprune.study.varmedad.claims import CLAIMS, PHOTO_LOW, PHOTO_RANDOM
-from tokenprune.study.varmedad.designs import binding_gate, cluster_bootstrap_ci, cluster_design, file, unmeasured
+from tokenprune.study.claims import unmeasured
+from tokenprune.study.varmedad.designs import binding_gate, cluster_bootstrap_ci, cluster_design, file
 from tokenprune.study.varmedad.settings import EFFECTS, LOCS, R_AGGRESSIVE, R_MAIN
 from tokenprune.study.varmedad.sweep import fs
 from tokenprune.training import base_models as models, checkpoints
