@@ -177,3 +177,36 @@ def test_official_evit_computes_what_our_patch_computes():
     assert type(timm.create_model("deit_tiny_patch16_224")).__name__ == "VisionTransformer"  # timm's registry intact
     for r in (0.7, 0.5):
         assert O.check_same_outputs(patch(copy.deepcopy(m), keep_rate=r), O.official_evit_like(mod, m, r)) < 1e-4
+
+
+def test_training_step_trains_only_the_blocks_from_k_on():
+    """A training step updates blocks K to the last, the norm and the head, and leaves the blocks before untouched."""
+    import timm
+    import torch
+
+    from tokenprune.measure.training_step import TrainingStep
+
+    model = timm.create_model("deit_tiny_patch16_224", img_size=32, patch_size=8, depth=4, num_classes=3)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    step = TrainingStep(model, 3, batch=2, lr=1e-2)
+    loss = step(torch.randn(2, 3, 32, 32))
+    assert loss.ndim == 0 and torch.isfinite(loss)
+    after = model.state_dict()
+    moved = {k for k in before if not torch.equal(before[k], after[k])}
+    assert moved and all(k.startswith(("blocks.2.", "blocks.3.", "norm.", "head.")) for k in moved), sorted(moved)
+    assert any(k.startswith("blocks.2.") for k in moved) and any(k.startswith("head.") for k in moved)
+    with pytest.raises(ValueError, match="from_block"):
+        TrainingStep(model, 5, batch=2)
+
+
+def test_bench_times_training_steps_at_an_input_size(capsys):
+    """--train-from-block times training steps of each configuration (pruned ones train pruned) at --img-size; the
+    official code, compiling and the speed targets are refused with it, as is a block the model does not have."""
+    rows = B.main(["--model", "vit_small_patch14_dinov2", "--img-size", "28", "--keep", "1.0", "0.5",
+                   "--train-from-block", "11", "--batch", "2", "--rounds", "2", "--iters", "1", "--warmup", "0"])
+    assert [r["config"] for r in rows] == ["keep=1", "keep=0.5"] and all(r["img_per_s"] > 0 for r in rows)
+    assert rows[1]["gmacs"] < rows[0]["gmacs"]
+    for extra in (["--targets"], ["--compile"], ["--train-from-block", "13"]):
+        with pytest.raises(SystemExit):
+            B.main(["--model", "vit_small_patch14_dinov2", "--img-size", "28", "--train-from-block", "4", *extra])
+        assert "--train-from-block" in capsys.readouterr().err

@@ -9,6 +9,11 @@ in the same interleaved rounds (:func:`tokenprune.measure.throughput.benchmark`)
 Usage::
 
     python -m tokenprune bench --model deit_small_patch16_224 --keep 1.0 0.7 --tome-r 13 --batch 32
+
+The proxy's speed at DeiT-S's token count, forward and training passes (blocks 4-12 trained)::
+
+    python -m tokenprune bench --model vit_small_patch14_dinov2 --img-size 196 --keep 1.0 0.7 --tome-r 13
+    python -m tokenprune bench --model vit_small_patch14_dinov2 --img-size 196 --keep 1.0 0.7 --train-from-block 4
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import torch
 
 from tokenprune.core.precision import DTYPES
 from tokenprune.measure.throughput import LOAD_COLUMNS, BenchResult, benchmark, load_warnings, speedup_table
+from tokenprune.measure.training_step import TrainingStep
 from tokenprune.utils.environment import hardware
 
 __all__ = ["SPEEDUP_PER_MAC_TARGET", "OURS_OVER_OFFICIAL_TARGET", "MIN_IMAGES_PER_ROUND", "build_parser", "main"]
@@ -36,6 +42,8 @@ def _keep_rate(text: str) -> float:
 #: realised speedup / MAC ratio the patch must reach: at batch 1 the per-block cost of scoring, top-k and
 #: gathering is exposed, hence a lower bar there
 SPEEDUP_PER_MAC_TARGET = {1: 0.90, "other": 0.95}
+#: the classes of the head a training step gives a model that has none (the proxy's tasks have 10 or 12)
+TRAIN_CLASSES = 10
 #: our images/s over the official code's (median of the per-round ratios) must reach this at every batch
 OURS_OVER_OFFICIAL_TARGET = 0.97
 
@@ -58,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tokenprune bench", description=main.__doc__)
     ap.add_argument("--model", default="deit_small_patch16_224",
                     help="a timm VisionTransformer name (default: %(default)s)")
+    ap.add_argument("--img-size", type=_positive_int, default=None,
+                    help="input size in px, given to timm.create_model (a model that takes it: the ViT-S/14 of the "
+                         "proxy at 196 px has DeiT-S's 196 tokens; default: the model's own)")
+    ap.add_argument("--train-from-block", type=_positive_int, default=None, metavar="K",
+                    help="time training steps instead of forward passes: forward, backward and AdamW on blocks K to "
+                         "the last, the final norm and the head, the blocks before frozen (a proxy that trains blocks "
+                         "4-12: 4; EViT's fine-tuning: 1); pruned configurations train pruned")
     ap.add_argument("--keep", type=_keep_rate, nargs="+", default=[1.0, 0.7],
                     help="keep rates in (0, 1], the first is the baseline of the ratios (default: %(default)s)")
     ap.add_argument("--reducer", default="fuse_attention", choices=sorted(REDUCERS), help="default: %(default)s")
@@ -119,6 +134,7 @@ class _Models:
     ours: list[str]
     pairs: dict[str, str]
     baseline: str
+    img_size: tuple[int, int] = (224, 224)
 
 
 def _check_official_options(args, ap) -> None:
@@ -137,6 +153,9 @@ def _check_official_options(args, ap) -> None:
             ap.error(f"{option}: {e}")
     if args.official_evit and (args.reducer != "fuse_attention" or args.scorer != "cls_attention"):
         ap.error("--official-evit: the official EViT is cls_attention + fuse_attention; drop --scorer/--reducer")
+    if args.train_from_block and (args.official_evit or args.official_tome or args.compile or args.targets):
+        ap.error("--train-from-block: times training steps of our models alone; drop --official-evit, "
+                 "--official-tome, --compile and --targets")
     if args.official_tome and not args.tome_r:
         ap.error("--official-tome: give the tokens merged per block with --tome-r (ToMe's DeiT-S setting: 13)")
 
@@ -156,7 +175,10 @@ def _build_models(args, ap) -> _Models:
     from tokenprune.methods.tome import tome_schedule
 
     _check_official_options(args, ap)
-    src = timm.create_model(args.model)
+    try:
+        src = timm.create_model(args.model, **({"img_size": args.img_size} if args.img_size else {}))
+    except TypeError as e:
+        ap.error(f"--img-size: {args.model} does not take an input size ({e})")
     if not isinstance(src, VisionTransformer):
         ap.error(f"--model: {args.model} is a {type(src).__name__}, not a timm VisionTransformer "
                  "(tokenprune patches timm ViTs only)")
@@ -169,7 +191,11 @@ def _build_models(args, ap) -> _Models:
         except FileNotFoundError as e:
             ap.error(f"{option}: {e}")
     evit_mod, tome_mod = loaded["--official-evit"], loaded["--official-tome"]
-    out = _Models({}, {}, [], {}, baseline=f"keep={args.keep[0]:g}")
+    if args.train_from_block and src.num_classes == 0:
+        src.reset_classifier(TRAIN_CLASSES)
+    if args.train_from_block and args.train_from_block > len(src.blocks):
+        ap.error(f"--train-from-block: {args.train_from_block} not accepted; accepted: 1 to {len(src.blocks)}")
+    out = _Models({}, {}, [], {}, baseline=f"keep={args.keep[0]:g}", img_size=tuple(src.patch_embed.img_size))
 
     def add(label: str, m: torch.nn.Module, official: Optional[Callable[[], torch.nn.Module]], option: str) -> None:
         out.models[label], out.macs[label] = m, analytic_macs(m).total
@@ -246,9 +272,10 @@ def _compiled(ms: _Models) -> tuple[Optional[dict], str]:
 
 
 def _run(ms: _Models, models: dict, args, dtype: str, batch: int, warmup: int) -> list[BenchResult]:
-    img = tuple(ms.models[ms.baseline].patch_embed.img_size)
-    return benchmark(models, batch=batch, img_size=img, dtype=dtype, device=args.device, warmup=warmup,
-                     rounds=args.rounds, iters_per_round=_iters(args, batch))
+    if args.train_from_block:
+        models = {k: TrainingStep(m, args.train_from_block, batch=batch) for k, m in models.items()}
+    return benchmark(models, batch=batch, img_size=ms.img_size, dtype=dtype, device=args.device, warmup=warmup,
+                     rounds=args.rounds, iters_per_round=_iters(args, batch), train=bool(args.train_from_block))
 
 
 def _rows(ms: _Models, res: list[BenchResult], args, dtype: str, batch: int, kernel: str, compiled: bool) -> list[dict]:

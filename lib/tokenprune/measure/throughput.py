@@ -9,6 +9,7 @@ The command line, ``python -m tokenprune bench``, is :mod:`tokenprune.measure.be
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -84,11 +85,12 @@ def _sync(device: str) -> None:
 def benchmark(models: dict[str, torch.nn.Module], batch: int = 32, img_size: int | Sequence[int] = 224,
               in_chans: int = 3, dtype: str = "fp32", device: str = "cpu", warmup: int = 2,
               rounds: int = 7, iters_per_round: int = 2, seed: int = 0,
-              progress: Optional[Callable[[str], None]] = None) -> list[BenchResult]:
+              progress: Optional[Callable[[str], None]] = None, train: bool = False) -> list[BenchResult]:
     """Images/s of each model, measured interleaved; returns one :class:`BenchResult` per model, whose
     ``extra`` records the 1-minute load average before and after the run, the mean number of cores other
     processes kept busy during it (``other_cores``, :func:`other_cpu_meter`) and the rounds' coefficient of
-    variation (see :func:`load_warnings`)."""
+    variation (see :func:`load_warnings`). ``train``: the models are training steps
+    (:class:`tokenprune.measure.training_step.TrainingStep`), run with autograd on instead of in inference mode."""
     if not models:
         raise ValueError("models: expected at least one model")
     for name, value in (("batch", batch), ("rounds", rounds), ("iters_per_round", iters_per_round)):
@@ -102,7 +104,7 @@ def benchmark(models: dict[str, torch.nn.Module], batch: int = 32, img_size: int
     others = other_cpu_meter()
     for m in models.values():
         m.eval().to(device)
-    with torch.inference_mode(), autocast(dtype, device):
+    with (contextlib.nullcontext() if train else torch.inference_mode()), autocast(dtype, device):
         for name, m in models.items():
             for _ in range(warmup):
                 m(x)
