@@ -87,9 +87,17 @@ class Preprocess:
         self.random_resized_crop = bool(random_resized_crop)
         self.crop_ratio = float(crop_ratio)
 
+    #: the augmentations this preprocessing performs (a recipe asking for another one is refused, never trained
+    #: without it)
+    AUGMENTATIONS = ("crop_pad", "hflip", "random_resized_crop")
+
     @classmethod
     def from_recipe(cls, recipe: TrainRecipe) -> "Preprocess":
         p, a = dict(recipe.preprocess), dict(recipe.augment)
+        unknown = sorted(set(a) - set(cls.AUGMENTATIONS))
+        if unknown:
+            raise ValueError(f"augment: {unknown} not accepted by the batched preprocessing of recipe {recipe.name!r}; "
+                             f"accepted: {', '.join(cls.AUGMENTATIONS)}")
         return cls(recipe.img_size, channels=p.get("channels", 1), mean=p.get("mean", (0.5,)),
                    std=p.get("std", (0.5,)), resize=p.get("resize", "pad"), crop_pad=a.get("crop_pad", 0),
                    hflip=a.get("hflip", False), random_resized_crop=a.get("random_resized_crop", False),

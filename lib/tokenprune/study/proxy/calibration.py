@@ -21,7 +21,7 @@ from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as p
 from tokenprune.training.proxy.candidates import FINETUNE, Candidate
 
 __all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table", "criteria_table", "candidates_table",
-           "cost_figure", "NOT_A_CRITERION"]
+           "cost_figure", "round2_status", "NOT_A_CRITERION"]
 
 #: a criterion that does not apply to a candidate's role, in :func:`table`
 NOT_A_CRITERION = "not a criterion of its role"
@@ -143,15 +143,36 @@ def criteria_table() -> pd.DataFrame:
                          for c in plan.CRITERIA])
 
 
-def candidates_table() -> pd.DataFrame:
-    """The pre-registered candidates in the order tried, every knob of each."""
+def candidates_table(candidates: Optional[tuple[Candidate, ...]] = None) -> pd.DataFrame:
+    """The pre-registered candidates in the order tried, every knob of each (default: round 1's, ``plan.CANDIDATES``;
+    round 2's: :data:`tokenprune.training.proxy.round2.CANDIDATES`)."""
     import dataclasses
 
     rows = []
-    for i, c in enumerate(plan.CANDIDATES, 1):
+    for i, c in enumerate(plan.CANDIDATES if candidates is None else candidates, 1):
         row = {"order": i, **{k: v for k, v in dataclasses.asdict(c).items() if k != "birds"}, "tokens": c.tokens}
         row["birds"] = ", ".join(f"{k}={v}" for k, v in c.birds)
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def round2_status(profile: str = "default") -> pd.DataFrame:
+    """Round 2's candidates in build order, each with its planned budget
+    (:func:`tokenprune.training.proxy.round2.budget`) and what exists of it: its base model (a checkpoint whose
+    SHA-256 its sidecar records) and its off-the-shelf outputs. A candidate not built has no measurement and meets no
+    criterion; round 2 chooses nothing until its candidates are built in order."""
+    from tokenprune.training import checkpoints
+    from tokenprune.training.proxy import round2
+
+    rows = []
+    for c, planned in zip(round2.CANDIDATES, round2.budget()):
+        pt, meta = checkpoints.checkpoint_paths(round2.candidate_recipe(c), checkpoints.checkpoint_dir(profile))
+        try:
+            checkpoints.verify_checkpoint(pt, meta)
+            built = "built"
+        except checkpoints.CheckpointMissingError:
+            built = "not built"
+        rows.append({**planned, "base_model": built, "recipe_hash": round2.candidate_recipe(c).recipe_hash()})
     return pd.DataFrame(rows)
 
 

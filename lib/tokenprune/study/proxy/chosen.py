@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from tokenprune.study import verdicts
 
 __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "AUDIT_MODEL", "start",
-           "recheck_caches", "PLAN_FILES", "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
+           "recheck_caches", "PLAN_FILES", "ROUND_FILES",
+           "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
            "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "sensitivity_of"]
 
 PARAMETERS = {
@@ -99,23 +100,36 @@ PLAN_FILES: tuple[tuple[str, ...], ...] = (
 )
 
 
+#: each round's plan files, the file that first declared the round first: a round's pre-registration is the commit
+#: that added that file, and every later commit to any file of the round (its own and the criteria, candidates and
+#: measurement it shares with round 1) is listed after it
+ROUND_FILES: dict[int, tuple[tuple[str, ...], ...]] = {
+    1: PLAN_FILES,
+    2: (("lib/tokenprune/training/proxy/round2.py",), *PLAN_FILES),
+}
+
+
 def _git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True,
                           timeout=30).stdout.strip()
 
 
-def preregistration(root: Optional[Path] = None) -> dict[str, Any]:
-    """The commit that first added the plan (:mod:`tokenprune.study.proxy.plan`, at any path of
-    :data:`PLAN_FILES`), its date and subject, and every later commit that touched the plan's files (criteria,
-    candidates, measurement) at any of their paths, so that a reader can see every change after it; ``{"commit":
-    None, ...}`` where there is no git history (an unpacked archive). ``root``: the repository (default: this one)."""
+def preregistration(root: Optional[Path] = None, round: int = 1) -> dict[str, Any]:
+    """The commit that first added round ``round``'s plan (round 1: :mod:`tokenprune.study.proxy.plan`; round 2:
+    :mod:`tokenprune.training.proxy.round2`; at any path of :data:`ROUND_FILES`), its date and subject, and every later
+    commit that touched the round's files (criteria, candidates, measurement) at any of their paths, so that a reader
+    can see every change after it; ``{"commit": None, ...}`` where there is no git history (an unpacked archive) or
+    the round's file is not committed yet. ``root``: the repository (default: this one)."""
     from tokenprune.utils.environment import REPO_ROOT
 
+    if round not in ROUND_FILES:
+        raise ValueError(f"round: {round!r} not accepted; accepted: {sorted(ROUND_FILES)}")
+    files = ROUND_FILES[round]
     root = REPO_ROOT if root is None else root
-    paths = [path for file in PLAN_FILES for path in file]
+    paths = [path for file in files for path in file]
     try:
         first = _git(root, "log", "--diff-filter=A", "--format=%H%x09%cI%x09%s", "--",
-                     *PLAN_FILES[0]).splitlines()[-1]
+                     *files[0]).splitlines()[-1]
         commit, date, subject = first.split("\t", 2)
         later = _git(root, "log", "--format=%H%x09%cI%x09%s", f"{commit}..HEAD", "--", *paths).splitlines()
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):

@@ -28,8 +28,9 @@ class Candidate:
     ``synth_birds``: SynthBirds rendered at ``img_size`` with its exact part masks, ``birds`` its generator
     settings); ``background``: ``photo`` (scikit-image photos, greyscale, luminance times ``background_contrast``,
     under the item and the clutter; SynthBirds' own photo backgrounds for the birds) or ``black``; ``head``:
-    ``tail`` (:data:`TAIL`); ``train_images`` / ``test_images``: the training rows (drawn with the recipe's seed)
-    and the test images measured (the first of the test split)."""
+    ``tail`` (:data:`TAIL`), or ``deep`` (blocks 4-12 on whole augmented images: :mod:`tokenprune.training.proxy.
+    round2`); ``train_images`` / ``test_images``: the training rows (drawn with the recipe's seed) and the test images
+    measured (the first of the test split); ``round``: the pre-registration's round that declared it."""
 
     name: str
     role: str
@@ -44,6 +45,7 @@ class Candidate:
     train_images: int
     test_images: int
     birds: tuple[tuple[str, Any], ...] = ()
+    round: int = 1
 
     @property
     def tokens(self) -> int:
