@@ -33,15 +33,19 @@ def test_round2_recipes_train_blocks_4_to_12_with_deit_augmentation():
         round2.candidate_recipe(round1.CANDIDATES[0])
 
 
-def test_the_batched_preprocessing_refuses_an_augmentation_it_does_not_perform():
-    """A round-2 recipe is not trained by a loop that would silently skip Mixup / CutMix / random erasing."""
+def test_every_augmentation_of_round2_is_performed():
+    """Each key of a round-2 recipe's ``augment`` is one the training performs: the crops by the preprocessing, random
+    erasing and Mixup / CutMix by the loop (an unknown key is refused: tests/unit/test_augment_resume.py)."""
+    from tokenprune.training.augment import BatchAugment
     from tokenprune.training.sources import Preprocess
 
-    with pytest.raises(ValueError, match="augment"):
-        Preprocess.from_recipe(round2.candidate_recipe(round2.CANDIDATES[1]))
+    for recipe in round2.candidate_recipes().values():
+        pre = Preprocess.from_recipe(recipe)
+        assert pre.crop_scale == tuple(round2.AUGMENT["random_resized_crop_scale"])
+        assert BatchAugment.wanted(recipe.augment)
     from tokenprune.training import model_recipes
 
-    for profile in ("smoke", "default"):   # every recipe the project builds today is still accepted
+    for profile in ("smoke", "default"):   # every other recipe the project builds is accepted as before
         for recipe in model_recipes.recipes_for(profile).values():
             Preprocess.from_recipe(recipe)
 

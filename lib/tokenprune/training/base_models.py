@@ -33,6 +33,7 @@ from tokenprune.training.loop import evaluate, train
 from tokenprune.training.model_recipes import find_recipe, finetuned_name, recipes_for
 from tokenprune.training.recipe import TrainRecipe
 from tokenprune.training.recipe_data import load_recipe_data
+from tokenprune.training.resume import state_path
 from tokenprune.training.sources import Preprocess
 from tokenprune.utils.io import InputError
 
@@ -55,7 +56,8 @@ def build_model(recipe: TrainRecipe, init: Optional[str | os.PathLike] = None) -
     if builder == "vit_s14":
         from tokenprune.data.pretrained import load_vit_s14
 
-        model = load_vit_s14(img_size=recipe.img_size, num_classes=0)
+        model = load_vit_s14(img_size=recipe.img_size, num_classes=0,
+                             **({"drop_path_rate": float(arch["drop_path_rate"])} if "drop_path_rate" in arch else {}))
         model.reset_classifier(int(arch["num_classes"]))
         return model
     if builder == "finetune":
@@ -130,8 +132,16 @@ def load_checkpoint(pt_path: str | os.PathLike, recipe: Optional[TrainRecipe] = 
     return model.eval()
 
 
+def _part_deadline(recipe: TrainRecipe, deadline: Optional[float]) -> Optional[float]:
+    """The deadline of this part of a run: the caller's, or sooner when the recipe limits its parts
+    (``extra["part_minutes"]``)."""
+    minutes = recipe.extra.get("part_minutes")
+    part = None if minutes is None else time.monotonic() + 60 * float(minutes)
+    return part if deadline is None else deadline if part is None else min(part, deadline)
+
+
 def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, data_root, init,
-                    device, compile: bool = False) -> tuple[nn.Module, dict]:
+                    device, compile: bool = False, deadline: Optional[float] = None) -> tuple[nn.Module, dict]:
     from tokenprune.measure.intervals import bootstrap_ci
     from tokenprune.measure.metrics import correct
     from tokenprune.utils.environment import provenance
@@ -144,7 +154,16 @@ def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, dat
     ds = load_recipe_data(recipe, data_root)
     model = build_model(recipe, init=init)
     extra: dict[str, Any] = {}
-    if recipe.arch.get("builder") == "vit_s14":
+    resume = None
+    if recipe.arch.get("builder") == "vit_s14" and recipe.trainable is not None:
+        # whole images through the pretrained backbone, the blocks the recipe names trained (augmentation allowed),
+        # in parts that resume
+        resume = state_path(pt.parent, recipe.name, recipe.recipe_hash())
+        res = train(recipe, model, ds["train"], ds["val"], device=dev, progress=progress, fused_optimizer=True,
+                    resume=resume, deadline=_part_deadline(recipe, deadline))
+        test_logits = None
+        x_test, y_test = None, None
+    elif recipe.arch.get("builder") == "vit_s14":
         if info_d.distributed:
             raise RuntimeError("vit_s14 recipes train on cached features in one process; run them without torchrun")
         res, test_logits, feat_s, x_test, y_test = train_frozen_backbone(recipe, model, ds, progress, dev)
@@ -190,6 +209,8 @@ def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, dat
         "provenance": provenance(recipe.to_dict(), recipe.seed, started, cwd=Path(__file__).parent),
     }
     write_json(js, info)
+    if resume is not None:
+        resume.unlink(missing_ok=True)
     barrier()
     return model, info
 
@@ -197,7 +218,7 @@ def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, dat
 def ensure_model(recipe: TrainRecipe, cache_dir: Optional[str | os.PathLike] = None, force: bool = False,
                  on_mismatch: str = "retrain", progress: bool = True, data_root: Optional[str | os.PathLike] = None,
                  init: Optional[str | os.PathLike] = None, device: Optional[str] = None,
-                 compile: bool = False) -> tuple[nn.Module, dict]:
+                 compile: bool = False, deadline: Optional[float] = None) -> tuple[nn.Module, dict]:
     """Load the recipe's checkpoint from ``cache_dir`` if it is there and intact, else train and save it.
 
     ``on_mismatch``: what to do when the .pt's SHA-256 differs from its sidecar, or the sidecar is missing or
@@ -221,7 +242,8 @@ def ensure_model(recipe: TrainRecipe, cache_dir: Optional[str | os.PathLike] = N
                 raise
             print(f"[models] {err} -> retraining {recipe.name}", file=sys.stderr, flush=True)
     refuse_if_cache_only(recipe.name, pt)
-    model, info = _train_and_save(recipe, pt, js, progress, data_root, init, device, compile=compile)
+    model, info = _train_and_save(recipe, pt, js, progress, data_root, init, device, compile=compile,
+                                  deadline=deadline)
     if info and info["size_bytes"] > MAX_CHECKPOINT_BYTES and cache == checkpoint_dir("default"):
         print(f"[models] WARNING: {pt.name} is {info['size_bytes']} bytes, over the {MAX_CHECKPOINT_BYTES} limit "
               f"for committed checkpoints", file=sys.stderr)

@@ -21,17 +21,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from tokenprune.core.precision import autocast, set_eager_attention
 from tokenprune.core.schedule import EVIT_LOCATIONS, keep_rate_at
+from tokenprune.training import resume as resume_state
+from tokenprune.training.augment import BatchAugment
 from tokenprune.training.distributed import DistInfo, all_reduce_sum, setup_distributed
 from tokenprune.training.optim import lr_at, param_groups
 from tokenprune.training.recipe import TrainRecipe
@@ -82,6 +87,13 @@ def _generator(device: torch.device, seed: int) -> torch.Generator:
     g = torch.Generator(device=device) if device.type != "cpu" else torch.Generator()
     g.manual_seed(int(seed))
     return g
+
+
+def _num_classes(model: nn.Module) -> int:
+    n = int(getattr(model, "num_classes", 0) or 0)
+    if n < 1:
+        raise ValueError("augment: Mixup / CutMix need a classification head (num_classes > 0)")
+    return n
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -169,7 +181,8 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
           device: Optional[str | torch.device] = None, progress: bool = True, compile: bool = False,
           eager_attention: Optional[bool] = None, fused_optimizer: bool = False, workers: int = 4,
           eval_batch: Optional[int] = None,
-          on_step: Optional[Callable[[int, nn.Module, torch.Tensor], None]] = None) -> TrainResult:
+          on_step: Optional[Callable[[int, nn.Module, torch.Tensor], None]] = None,
+          resume: Optional[Path] = None, deadline: Optional[float] = None) -> TrainResult:
     """Train ``model`` in place by ``recipe`` on ``train_split``; evaluate on ``val_split`` after each epoch.
 
     Args:
@@ -188,6 +201,15 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
             (see :func:`tokenprune.training.bench.bench_training`).
         workers: DataLoader workers for lazy (on-disk) image splits.
         on_step: called after each optimiser step with ``(step, unwrapped_model, loss)`` (tests, logging).
+        resume: a path for the run's state (:mod:`tokenprune.training.resume`): saved after every epoch, and
+            restored first when it is there, so the run goes on after its last finished epoch.
+        deadline: a ``time.monotonic()`` value (needs ``resume``): after an epoch, when the next one, as long as
+            the last, would end past it, the state is saved and :class:`~tokenprune.training.resume.TrainingPaused`
+            raised.
+
+    A recipe's ``augment`` may ask for random erasing and Mixup / CutMix
+    (:class:`tokenprune.training.augment.BatchAugment`, then soft-target cross-entropy) besides the preprocessing's
+    crops and flips.
 
     Under ``torchrun`` (``WORLD_SIZE > 1``) this initialises the process group, shards every epoch
     and the global batch by rank, and wraps the model in ``DistributedDataParallel``; all ranks
@@ -240,13 +262,28 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
         compiled = True
 
     gen = _generator(dev, recipe.seed * 1009 + info.rank)
+    batch_aug = None
+    if BatchAugment.wanted(recipe.augment):
+        batch_aug = BatchAugment(recipe.augment, _num_classes(core), recipe.label_smoothing, dev)
+        np.random.seed(recipe.seed + info.rank)   # timm's Mixup / CutMix draw from NumPy, random erasing from Python
+        random.seed(recipe.seed + info.rank)
     result = TrainResult(recipe_hash=recipe.recipe_hash(), steps_per_epoch=steps_per_epoch, world_size=world,
                          rank=info.rank, device=str(dev), dtype=recipe.dtype, compiled=compiled,
                          fused_optimizer=fused_optimizer)
     show = progress and info.rank == 0
     step = 0
     train_time = 0.0
-    for epoch in range(n_epochs):
+    first = 0
+    if deadline is not None and resume is None:
+        raise ValueError("deadline: a run that may pause needs a resume path for its state")
+    saved = resume_state.load_state(resume, result.recipe_hash)
+    if saved is not None:
+        core.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        resume_state.restore_rng(saved["rng"], gen)
+        first, step, train_time = saved["epoch"], saved["step"], saved["train_time"]
+        result.history, result.losses, result.keep_rates = saved["history"], saved["losses"], saved["keep_rates"]
+    for epoch in range(first, n_epochs):
         model.train()
         perm = torch.randperm(src.n, generator=torch.Generator().manual_seed(recipe.seed * 100_003 + epoch))
         n_steps = min(steps_per_epoch, total - step)
@@ -267,9 +304,13 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
                 core.keep_rate = kr
             result.keep_rates.append(kr)
             x = pre(x, train=True, generator=gen)
+            target = y
+            if batch_aug is not None:
+                x, target = batch_aug(x, y)
             with autocast(recipe.dtype, dev):
                 out = fwd(x)
-                loss = F.cross_entropy(out.float(), y, label_smoothing=recipe.label_smoothing)
+                loss = (batch_aug.loss(out.float(), target) if batch_aug is not None
+                        else F.cross_entropy(out.float(), y, label_smoothing=recipe.label_smoothing))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if recipe.grad_clip:
@@ -304,6 +345,13 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
             bar.set_postfix({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in rec.items()
                              if k in ("train_loss", "val_acc")}, refresh=True)
         bar.close()
+        if resume is not None and epoch + 1 < n_epochs and info.rank == 0:
+            resume_state.save_state(resume, {
+                "recipe_hash": result.recipe_hash, "epoch": epoch + 1, "step": step, "train_time": train_time,
+                "model": core.state_dict(), "optimizer": opt.state_dict(), "rng": resume_state.rng_state(gen),
+                "history": result.history, "losses": result.losses, "keep_rates": result.keep_rates})
+            if deadline is not None and time.monotonic() + (time.perf_counter() - t0) > deadline:
+                raise resume_state.TrainingPaused(recipe.name, epoch + 1, n_epochs, resume)
     result.steps = step
     result.images_seen = step * recipe.batch_size
     result.train_time_s = round(train_time, 3)

@@ -37,7 +37,7 @@ __all__ = [
     "FMNIST_MEAN", "FMNIST_STD", "FINETUNE_CONDITIONS", "FINETUNE_SEEDS", "SMOKE_FINETUNE_SEEDS", "FINETUNE_IMAGES",
     "FINETUNE_LR", "FINETUNED_BASES", "default_recipes", "base_recipes", "finetune_recipes", "finetuned_base",
     "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes", "paper_recipes", "recipes_for",
-    "find_recipe",
+    "find_recipe", "round2_recipes",
 ]
 
 FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std (pixels in [0, 1])
@@ -254,12 +254,21 @@ def recipes_for(profile: str, init: Optional[str | os.PathLike] = None) -> dict[
     raise ValueError(f"profile: expected one of {PROFILES}, got {profile!r}")
 
 
+def round2_recipes() -> dict[str, TrainRecipe]:
+    """The base models of the proxy's round-2 candidates (:mod:`tokenprune.training.proxy.round2`), in build order.
+    They live beside the default profile's checkpoints but are built on their own (``python -m tokenprune models
+    --round 2``), in order, as the round's plan says."""
+    from tokenprune.training.proxy.round2 import candidate_recipes
+
+    return candidate_recipes()
+
+
 def find_recipe(name: str, profile: Optional[str] = None) -> tuple[str, TrainRecipe]:
-    """``(profile, recipe)`` of the model ``name`` in ``profile`` (None: ``default``, then ``smoke``); ValueError naming
-    the known ones otherwise."""
+    """``(profile, recipe)`` of the model ``name`` in ``profile`` (None: ``default``, then ``smoke``; a round-2
+    candidate counts as ``default``: :func:`round2_recipes`); ValueError naming the known ones otherwise."""
     profiles = [profile] if profile else ["default", "smoke"]
     for p in profiles:
-        recipes = recipes_for(p)
+        recipes = {**recipes_for(p), **(round2_recipes() if p == "default" else {})}
         if name in recipes:
             return p, recipes[name]
     known = sorted(n for p in profiles for n in recipes_for(p))

@@ -18,11 +18,11 @@ from tokenprune.training import cached_finetunes
 from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
 from tokenprune.training.base_models import build_profile
 from tokenprune.training.distributed import is_main_process
-from tokenprune.training.model_recipes import recipes_for
+from tokenprune.training.model_recipes import recipes_for, round2_recipes
 from tokenprune.utils.environment import PROFILES
 from tokenprune.utils.io import InputError
 
-__all__ = ["OUTPUT_BUILDERS", "build_parser", "check_args", "build_base_models", "main"]
+__all__ = ["OUTPUT_BUILDERS", "build_parser", "check_args", "build_base_models", "build_round2", "main"]
 
 
 def _summary_line(info: dict) -> str:
@@ -52,7 +52,36 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="start no new build after this many minutes; rerun the same command to continue (make "
                          "models in parts: each part runs at most this long plus its last build)")
+    ap.add_argument("--round", type=int, choices=(2,), default=None,
+                    help="build the proxy's round-2 candidates instead (tokenprune.training.proxy.round2), in their "
+                         "order (--only: these), each base model in parts of at most its recipe's part_minutes that "
+                         "resume when the command runs again, then its off-the-shelf outputs")
     return ap
+
+
+def build_round2(args: argparse.Namespace) -> int:
+    """``--round 2``: each candidate's base model (a part at a time: a paused build says so and the command stops;
+    running it again continues), then its cached off-the-shelf outputs, in the round's order."""
+    from tokenprune.training.base_models import ensure_model
+    from tokenprune.training.checkpoints import checkpoint_dir
+    from tokenprune.training.model_recipes import round2_recipes
+    from tokenprune.training.proxy import round2
+    from tokenprune.training.resume import TrainingPaused
+
+    recipes = round2_recipes()
+    names = [n for n in recipes if args.only is None or n in args.only]
+    deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
+    for name in names:
+        try:
+            _, info = ensure_model(recipes[name], checkpoint_dir("default"), force=args.force,
+                                   progress=not args.no_progress, device=args.device, deadline=deadline)
+        except TrainingPaused as paused:
+            print(f"[models] {paused}", flush=True)
+            return 0
+        print(_summary_line(info), flush=True)
+        proxy_outputs.build(progress=not args.no_progress, force=args.force, only=[name],
+                            candidates=round2.CANDIDATES)
+    return 0
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -65,7 +94,10 @@ def check_args(args: argparse.Namespace) -> None:
     for option, path, kind in (("--init", args.init, "file"), ("--data-root", args.data_root, "folder")):
         if path is not None and not (Path(path).is_file() if kind == "file" else Path(path).is_dir()):
             raise InputError(f"{option}: {path} is not a {kind}")
-    names = recipes_for(args.profile)   # the names; the paper recipe's hash (of --init) is not needed here
+    if args.round is not None and args.profile != "default":
+        raise InputError(f"--round: the proxy's candidates belong to the default profile, not {args.profile!r}")
+    # the names; the paper recipe's hash (of --init) is not needed here
+    names = recipes_for(args.profile) if args.round is None else round2_recipes()
     unknown = sorted(set(args.only or ()) - set(names))
     if unknown:
         raise InputError(f"only: unknown {unknown}; profile {args.profile!r} has {sorted(names)}")
@@ -110,6 +142,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     check_args(args)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.round is not None:
+        return build_round2(args)
     start = time.monotonic()
     rc = build_base_models(args)
     if rc == 0 and not args.list and args.only is None and is_main_process():

@@ -67,12 +67,15 @@ class Preprocess:
     """Batched uint8 ``[B, C, H, W]`` -> normalised float ``[B, channels, img_size, img_size]``.
 
     Training augmentation (random translation with zero fill, horizontal flip) happens at the native
-    size, before resizing. Floating-point input (cached features) passes through unchanged.
+    size, before resizing; with ``crop_scale`` a random-resized crop of each image (area share in ``crop_scale``,
+    aspect ratio in ``crop_aspect``) replaces the resize in training. Floating-point input (cached features) passes
+    through unchanged.
     """
 
     def __init__(self, img_size: int, channels: int = 1, mean: Sequence[float] = (0.5,),
                  std: Sequence[float] = (0.5,), resize: str = "pad", crop_pad: int = 0, hflip: bool = False,
-                 random_resized_crop: bool = False, crop_ratio: float = 0.875) -> None:
+                 random_resized_crop: bool = False, crop_ratio: float = 0.875,
+                 crop_scale: Optional[Sequence[float]] = None, crop_aspect: Sequence[float] = (0.75, 4 / 3)) -> None:
         if resize not in ("pad", "bilinear", "bicubic", "nearest"):
             raise ValueError(f"resize: expected pad, bilinear, bicubic or nearest, got {resize!r}")
         self.img_size = int(img_size)
@@ -86,22 +89,22 @@ class Preprocess:
         self.hflip = bool(hflip)
         self.random_resized_crop = bool(random_resized_crop)
         self.crop_ratio = float(crop_ratio)
-
-    #: the augmentations this preprocessing performs (a recipe asking for another one is refused, never trained
-    #: without it)
-    AUGMENTATIONS = ("crop_pad", "hflip", "random_resized_crop")
+        self.crop_scale = None if crop_scale is None else (float(crop_scale[0]), float(crop_scale[1]))
+        self.crop_aspect = (float(crop_aspect[0]), float(crop_aspect[1]))
 
     @classmethod
     def from_recipe(cls, recipe: TrainRecipe) -> "Preprocess":
+        """The recipe's preprocessing; a recipe whose ``augment`` holds a key no part of the training performs is
+        refused (:func:`tokenprune.training.augment.check_augment`), never trained without it."""
+        from tokenprune.training.augment import check_augment
+
         p, a = dict(recipe.preprocess), dict(recipe.augment)
-        unknown = sorted(set(a) - set(cls.AUGMENTATIONS))
-        if unknown:
-            raise ValueError(f"augment: {unknown} not accepted by the batched preprocessing of recipe {recipe.name!r}; "
-                             f"accepted: {', '.join(cls.AUGMENTATIONS)}")
+        check_augment(a, recipe.name)
         return cls(recipe.img_size, channels=p.get("channels", 1), mean=p.get("mean", (0.5,)),
                    std=p.get("std", (0.5,)), resize=p.get("resize", "pad"), crop_pad=a.get("crop_pad", 0),
                    hflip=a.get("hflip", False), random_resized_crop=a.get("random_resized_crop", False),
-                   crop_ratio=p.get("crop_ratio", 0.875))
+                   crop_ratio=p.get("crop_ratio", 0.875), crop_scale=a.get("random_resized_crop_scale"),
+                   crop_aspect=a.get("random_resized_crop_ratio", (0.75, 4 / 3)))
 
     def __repr__(self) -> str:
         return (f"Preprocess(img_size={self.img_size}, channels={self.channels}, mean={self.mean.flatten().tolist()}, "
@@ -133,7 +136,11 @@ class Preprocess:
             x = torch.where(flip[:, None, None, None], x.flip(-1), x)
         h, w = x.shape[-2:]
         s = self.img_size
-        if (h, w) != (s, s):
+        if train and self.crop_scale is not None:   # one random-resized crop per image, resized to img_size
+            from tokenprune.training.augment import random_resized_crops
+
+            x = random_resized_crops(x, s, self.crop_scale, self.crop_aspect, generator)
+        elif (h, w) != (s, s):
             if self.resize == "pad":
                 if h > s or w > s:
                     raise ValueError(f"resize='pad': input {h}x{w} is larger than img_size {s}")

@@ -26,7 +26,8 @@ from tokenprune.training.recipe import TrainRecipe
 from tokenprune.training.sources import as_tensors
 from tokenprune.training.proxy.candidates import CANDIDATES, Candidate
 
-__all__ = ["KEEP_RATES", "TOME_R", "RECHECK_IMAGES", "RECHECK_ATOL", "ots_configs", "ots_recipe", "test_set",
+__all__ = ["KEEP_RATES", "TOME_R", "tome_r_of",
+           "RECHECK_IMAGES", "RECHECK_ATOL", "ots_configs", "ots_recipe", "test_set",
            "measure", "load", "build", "recheck", "CacheStale", "MEASURE_BATCH"]
 
 #: EViT with its fused token at blocks 4/7/10 at these keep rates (0.7 and 0.5: the cost bands)
@@ -44,27 +45,37 @@ class CacheStale(RuntimeError):
     """Cached outputs that the code no longer reproduces."""
 
 
-def ots_configs(num_patches: int, depth: int) -> list[PruneConfig]:
+def ots_configs(num_patches: int, depth: int, tome_r: int = TOME_R) -> list[PruneConfig]:
     """The configurations a candidate is measured with, unpruned aside: EViT with fusion at :data:`KEEP_RATES`,
-    random and min-k selection (the inverse [CLS] attention) with fusion at keep 0.5, and ToMe at :data:`TOME_R`
-    (bipartite merging in every block, proportional attention)."""
+    random and min-k selection (the inverse [CLS] attention) with fusion at keep 0.5, and ToMe at ``tome_r``
+    (:func:`tome_r_of` the candidate; bipartite merging in every block, proportional attention)."""
     out = [PruneConfig(keep_rate=k, name=f"fuse@{k:g}") for k in KEEP_RATES]
     out += [PruneConfig(keep_rate=0.5, scorer="random", name="random@0.5"),
             PruneConfig(keep_rate=0.5, scorer="inverse:cls_attention", name="mink@0.5")]
-    rates, locations = tome_schedule(TOME_R, num_patches, depth)
+    rates, locations = tome_schedule(tome_r, num_patches, depth)
     out.append(PruneConfig(scorer="cls_attention", reducer="bipartite", keep_rate=rates, locations=locations,
-                           prop_attn=True, name=f"tome@r{TOME_R}"))
+                           prop_attn=True, name=f"tome@r{tome_r}"))
     return out
 
 
+def tome_r_of(c: Candidate) -> int:
+    """ToMe's r for candidate ``c``: :data:`TOME_R` in round 1 (64 tokens), the round's own per token count after
+    (:data:`tokenprune.training.proxy.round2.TOME_R`)."""
+    if c.round == 1:
+        return TOME_R
+    from tokenprune.training.proxy import round2
+
+    return round2.TOME_R[c.tokens]
+
+
 def _labels(c: Candidate) -> list[str]:
-    return ["unpruned"] + [cfg.label for cfg in ots_configs(c.tokens, 12)]
+    return ["unpruned"] + [cfg.label for cfg in ots_configs(c.tokens, 12, tome_r_of(c))]
 
 
 def ots_recipe(c: Candidate) -> TrainRecipe:
     """The cache's recipe: the base model's, renamed ``<candidate>_ots``, with the configurations, the numerics
     version and the images in ``extra`` (so any of them makes a new entry)."""
-    base = model_recipes.recipes_for("default")[c.name]
+    base = model_recipes.find_recipe(c.name, "default")[1]
     return base.replace(name=f"{c.name}_ots", extra={
         **base.extra, "outputs": "off-the-shelf logits", "base_hash": base.recipe_hash(), "configs": _labels(c),
         "numerics": NUMERICS_VERSION, "test_images": c.test_images, "dtype": "fp32"})
@@ -96,7 +107,7 @@ def measure(c: Candidate, progress: bool = False, n: Optional[int] = None) -> tu
     x, y, share = test_set(c, recipe, n)
     X = model.tp_preprocess(x)
     arrays: dict[str, np.ndarray] = {"labels": y.numpy(), "object_token_share": share.astype(np.float32)}
-    configs = [UNPRUNED] + ots_configs(model.patch_embed.num_patches, len(model.blocks))
+    configs = [UNPRUNED] + ots_configs(model.patch_embed.num_patches, len(model.blocks), tome_r_of(c))
     for cfg in configs:
         m = cfg.apply(copy.deepcopy(model), seed=0) if cfg is not UNPRUNED else model
         p = predict(m, X, y, batch=MEASURE_BATCH, dtype="fp32")
@@ -134,13 +145,14 @@ def recheck(c: Candidate, arrays: dict[str, np.ndarray], n: int = RECHECK_IMAGES
 
 
 def build(profile: str = "default", progress: bool = True, force: bool = False,
-          only: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
-    """``make models``: the off-the-shelf outputs of every candidate (``only``: these), in candidate order, beside
-    the ``default`` checkpoints (other profiles: nothing). Returns the sidecars."""
+          only: Optional[Sequence[str]] = None, candidates: Sequence[Candidate] = CANDIDATES) -> list[dict[str, Any]]:
+    """``make models``: the off-the-shelf outputs of every candidate of ``candidates`` (round 1's by default;
+    ``only``: these), in candidate order, beside the ``default`` checkpoints (other profiles: nothing). Returns the
+    sidecars."""
     if profile != "default":
         return []
     infos = []
-    for c in CANDIDATES:
+    for c in candidates:
         if only is not None and c.name not in only:
             continue
         _, info = checkpoints.ensure_outputs(ots_recipe(c), lambda c=c: measure(c, progress),
