@@ -36,7 +36,8 @@ from tokenprune.training.proxy.candidates import Candidate, vit_s14_arch, vit_s1
 from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["ROUND", "CANDIDATES", "DEEP", "AUGMENT", "HFLIP", "TRAINED_FROM_BLOCK", "TRAINABLE", "FINETUNE_IMAGES",
-           "TOME_R", "SIZED_FROM", "PART_MINUTES", "ROUND_HOURS", "STOP_AT_FIRST", "candidate_recipe",
+           "TOME_R", "SIZED_FROM", "PART_MINUTES", "ROUND_HOURS", "STOP_AT_FIRST", "CHOICE", "REPO_BUDGET_MB",
+           "candidate_recipe",
            "candidate_recipes", "budget"]
 
 #: this round's number in notebook 00's report
@@ -83,6 +84,15 @@ ROUND_HOURS = 8.0
 #: candidates are built and measured in order; a role stops at its first candidate that meets every criterion (the
 #: later ones would not be chosen: :func:`tokenprune.study.proxy.plan.choose` takes the first)
 STOP_AT_FIRST = True
+#: how the two rounds make one choice per role: :func:`tokenprune.study.proxy.plan.choose`, unchanged, over round 1's
+#: candidates followed by round 2's, once round 2 is complete for the role (built in order up to its first candidate
+#: that meets every criterion, or to its last); until then round 1's choice stands and round 2's measurements are
+#: shown as they come. (No round-1 candidate met every criterion, so a round-2 candidate that does is chosen; a
+#: fallback is the nearest to the cost bands over both rounds.)
+CHOICE = "plan.choose over round 1 then round 2, once round 2 is complete for the role"
+#: the repository's growth round 2 may cause: its base models (blocks 4-12, the norm and the head in bf16, about 32 MB
+#: each) and their cached outputs
+REPO_BUDGET_MB = 150
 
 
 def _deep(name: str, role: str, img_size: int, source: str, canvas: int, test_images: int,
