@@ -97,3 +97,42 @@ def test_each_round_has_its_own_preregistration():
     assert chosen.ROUND_FILES[2][0] == ("lib/tokenprune/training/proxy/round2.py",)
     with pytest.raises(ValueError, match="round"):
         chosen.preregistration(round=3)
+
+
+def _meets_all(role: str) -> dict:
+    """Measurements that meet every criterion of ``role`` (costs inside the bands, intervals above 0)."""
+    return {"object_token_share": 0.3, "top1": 95.0, "cost@0.7": 1.0, "cost@0.7_low": 0.5, "cost@0.5": 4.0,
+            "cost@0.5_low": 3.0, "tome_cost": 1.5, "ft_share_of_cost": 50.0, "ft_gain@0.7_low": 0.2}
+
+
+def _row(c, m: dict) -> dict:
+    return {**m, "candidate": c.name, "role": c.role, "tokens": c.tokens, "built": True, **plan.judge(c, m)}
+
+
+def test_both_rounds_choose_once_round2_is_complete_for_a_role(monkeypatch):
+    """Round 1's choice stands while round 2 is incomplete for a role; once complete, the plan's unchanged choose()
+    runs over both rounds in order: a round-2 candidate meeting every criterion wins over round 1's fallback."""
+    rung, fmnist, mnist, birds = round2.CANDIDATES
+    rounds1 = [{"candidate": "s14_birds_easy", "role": "fine-grained", **_meets_all("fine-grained"),
+                "cost@0.7": 19.8, "cost@0.5": 44.9}]
+    chosen1 = {"classification": (None, "none"), "fine-grained": ("s14_birds_easy", "fallback")}
+    measured = {}
+    monkeypatch.setattr(calibration, "_measured", lambda c, profile, seed: measured.get(c.name))
+
+    rows, choice, complete = calibration.calibrate_round2(rounds1, chosen1)
+    assert not any(r["built"] for r in rows) and complete == {"classification": False, "fine-grained": False}
+    assert choice == chosen1
+
+    bad = {**_meets_all("classification"), "cost@0.7": 9.0}          # misses K2: round 2 goes on
+    measured[rung.name] = _row(rung, bad)
+    rows, choice, complete = calibration.calibrate_round2(rounds1, chosen1)
+    assert not complete["classification"] and choice["classification"] == (None, "none")
+
+    measured[fmnist.name] = _row(fmnist, _meets_all("classification"))  # meets all: the role is complete
+    rows, choice, complete = calibration.calibrate_round2(rounds1, chosen1)
+    assert complete["classification"] and choice["classification"] == (fmnist.name, "meets every criterion")
+    assert calibration.round2_complete(rows, "classification") and not complete["fine-grained"]
+
+    measured[birds.name] = _row(birds, {**_meets_all("fine-grained"), "cost@0.7": 6.0, "cost@0.5": 20.0})
+    rows, choice, complete = calibration.calibrate_round2(rounds1, chosen1)   # its last, a nearer fallback
+    assert complete["fine-grained"] and choice["fine-grained"] == (birds.name, "fallback")

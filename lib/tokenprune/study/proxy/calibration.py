@@ -21,7 +21,8 @@ from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as p
 from tokenprune.training.proxy.candidates import FINETUNE, Candidate
 
 __all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table", "criteria_table", "candidates_table",
-           "cost_figure", "round2_status", "NOT_A_CRITERION"]
+           "cost_figure", "round2_status", "round2_complete", "calibrate_round2",
+           "NOT_A_CRITERION"]
 
 #: a criterion that does not apply to a candidate's role, in :func:`table`
 NOT_A_CRITERION = "not a criterion of its role"
@@ -37,8 +38,9 @@ def _diff(a: np.ndarray, b: np.ndarray, seed: int) -> tuple[float, float, float]
 
 
 def nearest_tome_r(c: Candidate) -> int:
-    """The r whose MAC ratio on the candidate's backbone is nearest DeiT-S's at r = 13 (the plan's rule)."""
-    return _nearest_tome_r(c.img_size, c.tokens)
+    """The r whose MAC ratio on the candidate's backbone is nearest DeiT-S's at r = 13 (the plan's rule), among
+    r = 1 to 8 or, with more tokens, to a twelfth of them."""
+    return _nearest_tome_r(c.img_size, c.tokens, range(1, max(9, c.tokens // 12 + 1)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,10 +61,10 @@ def _nearest_tome_r(img_size: int, tokens: int, rs: range = range(1, 9)) -> int:
 
 def measurements(c: Candidate, arrays: dict[str, np.ndarray], seed: int = 0) -> dict[str, Any]:
     """K1-K4 and K6's measurements of candidate ``c`` from its off-the-shelf outputs, and the premises'."""
-    r = nearest_tome_r(c)
-    if r != proxy_outputs.TOME_R:
+    r, cached_r = nearest_tome_r(c), proxy_outputs.tome_r_of(c)
+    if r != cached_r:
         raise ValueError(f"{c.name}: ToMe's r nearest DeiT-S's MAC ratio is {r}, the cache holds r = "
-                         f"{proxy_outputs.TOME_R}; rebuild the outputs with `make models`")
+                         f"{cached_r}; rebuild the outputs with `make models`")
     full = _correct(arrays, "unpruned")
     top1 = intervals.bootstrap_ci(full, seed=seed)
     m: dict[str, Any] = {"candidate": c.name, "role": c.role, "tokens": c.tokens, "test_images": int(len(full)),
@@ -71,7 +73,7 @@ def measurements(c: Candidate, arrays: dict[str, np.ndarray], seed: int = 0) -> 
     for k in proxy_outputs.KEEP_RATES:
         m[f"cost@{k:g}"], m[f"cost@{k:g}_low"], m[f"cost@{k:g}_high"] = _diff(full, _correct(arrays, f"fuse@{k:g}"),
                                                                               seed)
-    tome = f"tome@r{proxy_outputs.TOME_R}"
+    tome = f"tome@r{cached_r}"
     m["tome_cost"], m["tome_cost_low"], m["tome_cost_high"] = _diff(full, _correct(arrays, tome), seed)
     fuse5, rnd, mink = (_correct(arrays, k) for k in ("fuse@0.5", "random@0.5", "mink@0.5"))
     m["topk-random@0.5"], m["topk-random@0.5_low"], _ = _diff(fuse5, rnd, seed)
@@ -108,6 +110,58 @@ def calibrate(profile: str = "default", seed: int = 0) -> tuple[list[dict[str, A
         rows.append(m)
     chosen = {role: plan.choose({r["candidate"]: r for r in rows if r["role"] == role}, role) for role in plan.BARS}
     return rows, chosen
+
+
+def _measured(c: Candidate, profile: str, seed: int) -> Optional[dict[str, Any]]:
+    """Candidate ``c`` measured and judged from its cached outputs, or None when they are not built."""
+    from tokenprune.training.checkpoints import CheckpointMissingError
+
+    try:
+        arrays, _ = proxy_outputs.load(c, profile)
+    except CheckpointMissingError:
+        return None
+    m = measurements(c, arrays, seed)
+    m.update(k5(c, arrays, m["cost@0.7"], seed) or {})
+    m.update(plan.judge(c, m))
+    return m
+
+
+def round2_complete(rows: list[dict[str, Any]], role: str) -> bool:
+    """Whether round 2 is complete for ``role`` (:data:`tokenprune.training.proxy.round2.STOP_AT_FIRST`): its
+    candidates measured in order up to the first that meets every criterion, or all of them."""
+    from tokenprune.training.proxy import round2
+
+    by_name = {r["candidate"]: r for r in rows}
+    for c in (c for c in round2.CANDIDATES if c.role == role):
+        row = by_name.get(c.name)
+        if row is None or not row.get("built"):
+            return False
+        if all(row.get(k) is True for k in (cr.id for cr in plan.criteria_of(role))):
+            return True
+    return True
+
+
+def calibrate_round2(rounds1: list[dict[str, Any]], chosen1: dict[str, tuple], profile: str = "default",
+                     seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, tuple], dict[str, bool]]:
+    """Round 2's candidates measured as round 1's (a candidate not built yet: a row with ``built`` False and nothing
+    measured), and the choice of both rounds per role (:data:`tokenprune.training.proxy.round2.CHOICE`):
+    :func:`~tokenprune.study.proxy.plan.choose` over round 1's rows ``rounds1`` then round 2's once round 2 is
+    complete for the role (:func:`round2_complete`), else round 1's ``chosen1``. Returns ``(rows, {role: (name,
+    how)}, {role: complete})``."""
+    from tokenprune.training.proxy import round2
+
+    rows = []
+    for c in round2.CANDIDATES:
+        m = _measured(c, profile, seed)
+        rows.append({"candidate": c.name, "role": c.role, "tokens": c.tokens, "built": False} if m is None
+                    else {**m, "built": True})
+    complete = {role: round2_complete(rows, role) for role in plan.BARS}
+    order = plan.CANDIDATES + round2.CANDIDATES
+    chosen = {}
+    for role in plan.BARS:
+        measured = {r["candidate"]: r for r in rounds1 + [r for r in rows if r["built"]] if r["role"] == role}
+        chosen[role] = plan.choose(measured, role, order) if complete[role] else chosen1[role]
+    return rows, chosen, complete
 
 
 def table(rows: list[dict[str, Any]], chosen: Optional[dict[str, tuple]] = None) -> pd.DataFrame:

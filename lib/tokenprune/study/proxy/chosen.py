@@ -72,8 +72,9 @@ def start(cfg: Any) -> None:
 
 
 def recheck_caches(n: int) -> dict[str, float]:
-    """Recompute the first ``n`` test images of every candidate's cached off-the-shelf outputs and compare
-    (:func:`tokenprune.training.proxy.outputs.recheck`: ``CacheStale`` when one no longer matches): the largest
+    """Recompute the first ``n`` test images of every candidate's cached off-the-shelf outputs (round 2's as they
+    are built) and compare (:func:`tokenprune.training.proxy.outputs.recheck`: ``CacheStale`` when one no longer
+    matches): the largest
     logit difference per candidate; nothing when ``n`` is 0. ``n`` is a multiple of the batch the caches were
     measured in (random selection draws per batch, so a partial batch draws other tokens)."""
     from tokenprune.training.proxy import outputs as proxy_outputs
@@ -81,10 +82,18 @@ def recheck_caches(n: int) -> dict[str, float]:
     if n % proxy_outputs.MEASURE_BATCH:
         raise ValueError(f"recheck_images: must be 0 or a multiple of {proxy_outputs.MEASURE_BATCH} (the batch the "
                          f"caches were measured in), got {n}")
+    from tokenprune.training.checkpoints import CheckpointMissingError
+    from tokenprune.training.proxy import round2
+
     out = {}
-    for c in plan.CANDIDATES:
+    for c in plan.CANDIDATES + (round2.CANDIDATES if n > 0 else ()):
         if n > 0:
-            arrays, _ = proxy_outputs.load(c)
+            try:
+                arrays, _ = proxy_outputs.load(c)
+            except CheckpointMissingError:
+                if c.round == 1:
+                    raise
+                continue   # a round-2 candidate not built yet (calibration.round2_status says so)
             out[c.name] = proxy_outputs.recheck(c, arrays, n=n)
     return out
 

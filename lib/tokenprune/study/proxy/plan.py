@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from tokenprune.study import paper_numbers as pn
 from tokenprune.training.proxy.candidates import CANDIDATES, FINETUNE, Candidate
@@ -155,15 +155,17 @@ def band_distance(m: Mapping[str, float]) -> float:
     return d
 
 
-def choose(measured: Mapping[str, Mapping[str, float]], role: str) -> tuple[Optional[str], str]:
+def choose(measured: Mapping[str, Mapping[str, float]], role: str,
+           candidates: Sequence[Candidate] = CANDIDATES) -> tuple[Optional[str], str]:
     """The proxy of ``role`` from the measurements of its candidates (name -> measurements): ``(name, how)``.
 
-    The first candidate in :data:`CANDIDATES` order that meets every criterion (``how`` = ``"meets every
+    The first candidate in ``candidates`` order (round 1's :data:`CANDIDATES`; both rounds':
+    :func:`tokenprune.study.proxy.calibration.calibrate_round2`) that meets every criterion (``how`` = ``"meets every
     criterion"``); else the fallback: of the candidates that meet every criterion but the cost bands K2-K3, the one
     nearest them by :func:`band_distance` (ties: the earlier), ``how`` = ``"fallback"``; else ``(None, "none")``
     and the role's accuracy claims are not testable here. A candidate with a criterion not measured (None) meets
     nothing it is chosen for."""
-    cands = [c for c in CANDIDATES if c.role == role and c.name in measured]
+    cands = [c for c in candidates if c.role == role and c.name in measured]
     for c in cands:
         if all(v is True for v in judge(c, measured[c.name]).values()):
             return c.name, "meets every criterion"
