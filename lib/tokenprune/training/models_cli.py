@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_round2(args: argparse.Namespace) -> int:
     """``--round 2``: each candidate's base model (a part at a time: a paused build says so and the command stops;
-    running it again continues), then its cached off-the-shelf outputs, in the round's order."""
+    running it again continues), then its cached off-the-shelf outputs and, where the pre-registered rule asks for
+    them (:data:`tokenprune.training.proxy.finetunes.FINETUNED`), K5's fine-tunes, in the round's order."""
     from tokenprune.training.base_models import ensure_model
     from tokenprune.training.checkpoints import checkpoint_dir
     from tokenprune.training.model_recipes import round2_recipes
@@ -81,6 +82,9 @@ def build_round2(args: argparse.Namespace) -> int:
         print(_summary_line(info), flush=True)
         proxy_outputs.build(progress=not args.no_progress, force=args.force, only=[name],
                             candidates=round2.CANDIDATES)
+        if name in proxy_finetunes.FINETUNED:   # K5, where the pre-registered rule asks for it
+            proxy_finetunes.build(progress=not args.no_progress, force=args.force, only=[name],
+                                  candidates=round2.CANDIDATES)
     return 0
 
 

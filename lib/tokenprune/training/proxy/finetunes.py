@@ -45,13 +45,24 @@ def k5_config() -> PruneConfig:
     return PruneConfig(keep_rate=float(FINETUNE["keep_rate"]), name=f"fuse@{FINETUNE['keep_rate']:g}")
 
 
+def _images(c: Candidate) -> int:
+    """The training images of ``c``'s fine-tunes: its own in round 1, round 2's
+    :data:`~tokenprune.training.proxy.round2.FINETUNE_IMAGES` after (on whole images with its base's augmentation,
+    which the recipe inherits)."""
+    if c.round == 1:
+        return c.train_images
+    from tokenprune.training.proxy import round2
+
+    return round2.FINETUNE_IMAGES
+
+
 def k5_recipe(c: Candidate, seed: int) -> TrainRecipe:
     """The recipe of candidate ``c``'s fine-tune with ``seed`` (``<candidate>_ft_fuse70_s<seed>``)."""
-    base = model_recipes.recipes_for("default")[c.name]
+    base = model_recipes.find_recipe(c.name, "default")[1]
     rec = finetune_recipe(base, k5_config(), name=f"{c.name}_ft_fuse70_s{seed}", seed=seed,
                           epochs=float(FINETUNE["epochs"]), batch_size=int(FINETUNE["batch"]), lr=float(FINETUNE["lr"]),
                           min_lr=float(FINETUNE["min_lr"]), warmup_epochs=float(FINETUNE["warmup"]),
-                          keep_length=0.0, keep_start=0.0, train_subset=c.train_images, val_subset=None,
+                          keep_length=0.0, keep_start=0.0, train_subset=_images(c), val_subset=None,
                           test_subset=None, trainable=trainable(), weight_decay=float(FINETUNE["weight_decay"]),
                           dtype="fp32")
     return rec.replace(arch={"builder": "finetune", "base": c.name, "base_hash": base.recipe_hash()},
@@ -81,13 +92,14 @@ def load(c: Candidate, seed: int, profile: str = "default") -> tuple[dict[str, n
 
 
 def build(profile: str = "default", progress: bool = True, force: bool = False,
-          only: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
-    """``make models``: the fine-tunes of :data:`FINETUNED` (``only``: of these candidates), every seed of
-    :data:`FINETUNE`, beside the ``default`` checkpoints (other profiles: nothing). Returns the sidecars."""
+          only: Optional[Sequence[str]] = None, candidates: Sequence[Candidate] = CANDIDATES) -> list[dict[str, Any]]:
+    """``make models``: the fine-tunes of :data:`FINETUNED` among ``candidates`` (round 1's by default; ``only``: of
+    these candidates), every seed of :data:`FINETUNE`, beside the ``default`` checkpoints (other profiles: nothing).
+    Returns the sidecars."""
     if profile != "default":
         return []
     infos = []
-    for c in CANDIDATES:
+    for c in candidates:
         if c.name not in (FINETUNED if only is None else only):
             continue
         for s in FINETUNE["seeds"]:
