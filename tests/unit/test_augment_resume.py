@@ -106,3 +106,31 @@ def test_a_state_of_another_recipe_is_refused(tmp_path):
         train(_recipe(epochs=2, lr=1e-3), tiny_vit(), (x, y), None, progress=False, resume=path)
     with pytest.raises(ValueError, match="deadline"):
         train(recipe, tiny_vit(), (x, y), None, progress=False, deadline=time.monotonic())
+
+
+def test_models_round2_builds_in_order_and_stops_at_a_paused_part(monkeypatch, capsys):
+    """``models --round 2``: the candidates in the round's order (``--only``: those), each base model then its
+    outputs; a paused part stops the command with one line saying how to continue. Bad options are refused."""
+    from tokenprune.training import base_models, models_cli
+    from tokenprune.training.proxy import outputs, round2
+    from tokenprune.utils.io import InputError
+
+    names = [c.name for c in round2.CANDIDATES]
+    built, measured = [], []
+
+    def ensure(recipe, cache, **kw):
+        if recipe.name == names[2]:
+            raise resume.TrainingPaused(recipe.name, 1, 3, cache / "partial" / "x.state.pt")
+        built.append(recipe.name)
+        return None, {}
+
+    monkeypatch.setattr(base_models, "ensure_model", ensure)
+    monkeypatch.setattr(outputs, "build", lambda **kw: measured.extend(kw["only"]) or [])
+    assert models_cli.main(["--round", "2"]) == 0
+    assert built == names[:2] and measured == names[:2]
+    assert "paused after epoch 1 of 3" in capsys.readouterr().out
+    built.clear()
+    assert models_cli.main(["--round", "2", "--only", names[1]]) == 0 and built == [names[1]]
+    for bad in (["--round", "2", "--only", "s14_birds"], ["--round", "2", "--profile", "smoke"]):
+        with pytest.raises(InputError):
+            models_cli.main(bad)
