@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tokenprune.training.checkpoints import checkpoint_dir
-from tokenprune.training.model_recipes import default_recipes
+from tokenprune.training.model_recipes import default_recipes, round2_recipes
 from tokenprune.training.recipe import TrainRecipe
 from tokenprune.utils.io import sha256_file
 
@@ -33,5 +33,17 @@ def test_sidecar_recipe_hash_is_what_the_code_computes(sidecar: Path):
 
 @pytest.mark.parametrize("sidecar", [p for p in SIDECARS if p.with_suffix(".pt").is_file()], ids=lambda p: p.stem)
 def test_committed_checkpoint_is_the_default_profiles_recipe(sidecar: Path):
+    """A committed checkpoint is the recipe the code computes today: the default profile's, or a round-2 candidate's
+    of the proxy (built on its own, beside them)."""
     info = json.loads(sidecar.read_text(encoding="utf-8"))
-    assert default_recipes()[info["name"]].recipe_hash() == info["recipe_hash"]
+    assert {**default_recipes(), **round2_recipes()}[info["name"]].recipe_hash() == info["recipe_hash"]
+
+
+def test_round2_stays_within_its_repository_budget():
+    """What round 2 of the proxy commits (its candidates' checkpoints, outputs and fine-tunes, with their sidecars)
+    fits the growth its plan allows."""
+    from tokenprune.training.proxy import round2
+
+    names = tuple(c.name for c in round2.CANDIDATES)
+    files = [p for p in checkpoint_dir("default").iterdir() if p.is_file() and p.name.startswith(names)]
+    assert sum(p.stat().st_size for p in files) <= round2.REPO_BUDGET_MB * 1e6
