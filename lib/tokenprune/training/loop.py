@@ -274,8 +274,9 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
     step = 0
     train_time = 0.0
     first = 0
-    if deadline is not None and resume is None:
-        raise ValueError("deadline: a run that may pause needs a resume path for its state")
+    if deadline is not None and (resume is None or info.distributed):
+        raise ValueError("deadline: a run that may pause needs a resume path for its state and one process (the "
+                         "processes of a torchrun would not pause together)")
     saved = resume_state.load_state(resume, result.recipe_hash)
     if saved is not None:
         core.load_state_dict(saved["model"])
@@ -345,7 +346,7 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
             bar.set_postfix({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in rec.items()
                              if k in ("train_loss", "val_acc")}, refresh=True)
         bar.close()
-        if resume is not None and epoch + 1 < n_epochs and info.rank == 0:
+        if resume is not None and epoch + 1 < n_epochs and info.rank == 0:   # every rank holds the same weights
             resume_state.save_state(resume, {
                 "recipe_hash": result.recipe_hash, "epoch": epoch + 1, "step": step, "train_time": train_time,
                 "model": core.state_dict(), "optimizer": opt.state_dict(), "rng": resume_state.rng_state(gen),
