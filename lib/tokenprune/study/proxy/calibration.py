@@ -220,13 +220,14 @@ def round2_status(profile: str = "default") -> pd.DataFrame:
 
     rows = []
     for c, planned in zip(round2.CANDIDATES, round2.budget()):
-        pt, meta = checkpoints.checkpoint_paths(round2.candidate_recipe(c), checkpoints.checkpoint_dir(profile))
+        recipe = round2.candidate_recipe(c)
+        pt, meta = checkpoints.checkpoint_paths(recipe, checkpoints.checkpoint_dir(profile))
         try:
             checkpoints.verify_checkpoint(pt, meta)
             built = "built"
         except checkpoints.CheckpointMissingError:
             built = "not built"
-        rows.append({**planned, "base_model": built, "recipe_hash": round2.candidate_recipe(c).recipe_hash()})
+        rows.append({**planned, "base_model": built, "recipe_hash": recipe.recipe_hash()})
     return pd.DataFrame(rows)
 
 

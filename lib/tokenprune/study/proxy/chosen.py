@@ -85,16 +85,17 @@ def recheck_caches(n: int) -> dict[str, float]:
     from tokenprune.training.checkpoints import CheckpointMissingError
     from tokenprune.training.proxy import round2
 
-    out = {}
-    for c in plan.CANDIDATES + (round2.CANDIDATES if n > 0 else ()):
-        if n > 0:
-            try:
-                arrays, _ = proxy_outputs.load(c)
-            except CheckpointMissingError:
-                if c.round == 1:
-                    raise
-                continue   # a round-2 candidate not built yet (calibration.round2_status says so)
-            out[c.name] = proxy_outputs.recheck(c, arrays, n=n)
+    out: dict[str, float] = {}
+    if n == 0:
+        return out
+    for c in plan.CANDIDATES + round2.CANDIDATES:
+        try:
+            arrays, _ = proxy_outputs.load(c)
+        except CheckpointMissingError:
+            if c.round == 1:
+                raise
+            continue   # a round-2 candidate not built yet (calibration.round2_status says so)
+        out[c.name] = proxy_outputs.recheck(c, arrays, n=n)
     return out
 
 
