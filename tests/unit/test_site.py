@@ -117,3 +117,42 @@ def test_filters_links_and_no_request_leaves_the_machine(reports: Path):
         assert requested and all(u.startswith(("file:", "data:")) for u in requested), requested
     finally:
         driver.quit()
+
+
+def _width_report(root: Path) -> None:
+    """A notebook whose claims are as wide as the study's get: a long unbroken id and unit, a full-length why."""
+    from tokenprune.study.why import MAX_WHY
+
+    rep = R.Report("01_evit", root / "01_evit", profile="default", title="01_evit")
+    for n in range(3):
+        cid = f"evit.t7.same_macs_higher_accuracy_than_the_unpruned_model.deit_s.keep0_{n}"
+        decl = C.Declaration(id=cid, paper="evit", statement="a statement of many words " * 8, quote='"q"',
+                             where="Table 7", kind="paper claim", on_rule_holds="reproduced", paper_number=None,
+                             rule=None, unit="GMACs_per_image_at_224_px_with_the_fused_token", effect=None,
+                             premises=(), setting="analytic at paper scale", section="§1", family=None,
+                             would_decide=None, headline=False)
+        reason = ("the interval 1.530 [1.198, 1.861] lies above the tolerance " * 6)[:MAX_WHY]
+        C.file_claim(rep, decl, V.Decision(V.NOT_REPRODUCED, reason, "rule"), our_value=1234.5678,
+                     ci=[1001.25, 1499.75])
+    rep.claims_table("§1")
+    rep.write()
+    site.write_site(root)
+
+
+def test_the_page_reads_at_its_width_without_scrolling_sideways(tmp_path: Path):
+    """At :data:`site.READS_AT_PX` the claims table, verdict and why columns included, fits the window."""
+    _width_report(tmp_path)
+    driver = _driver()
+    try:
+        driver.set_window_size(site.READS_AT_PX, 900)
+        driver.get((tmp_path / site.SITE_FILE).as_uri())
+        fit = driver.execute_script(
+            "var th=document.querySelectorAll('#claims thead th');"
+            "return {window: window.innerWidth, page: document.documentElement.scrollWidth,"
+            " verdict: th[th.length-2].getBoundingClientRect().right, why: th[th.length-1].getBoundingClientRect().right,"
+            " names: Array.from(th).map(function(x){return x.textContent;})};")
+        assert fit["names"][-2:] == ["verdict", "why"]
+        assert fit["window"] <= site.READS_AT_PX
+        assert fit["page"] <= fit["window"] and fit["why"] <= fit["window"], fit
+    finally:
+        driver.quit()

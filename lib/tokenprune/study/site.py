@@ -13,17 +13,24 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["SITE_FILE", "FILTERS", "build_site", "write_site"]
+__all__ = ["SITE_FILE", "FILTERS", "COLUMNS", "READS_AT_PX", "build_site", "write_site"]
 
 SITE_FILE = "index.html"
 #: the claim fields the table filters by
 FILTERS = ("paper", "kind", "setting", "verdict")
+#: the columns of the "Every claim" table and their shares of its width: a fixed layout in which long ids and units
+#: wrap, so that the whole table, verdict included, fits a 1,280-px window (:data:`READS_AT_PX`)
+COLUMNS = (("claim", 13), ("statement", 22), ("kind", 7), ("setting", 8), ("paper", 7), ("ours [CI]", 10),
+           ("unit", 7), ("verdict", 8), ("why", 18))
+#: the narrowest window the page is laid out for without scrolling sideways
+READS_AT_PX = 1280
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em}
 table{border-collapse:collapse;width:100%;font-size:.85em}th,td{border:1px solid #ddd;padding:.3em;
-vertical-align:top;text-align:left}th{background:#f3f3f3}tr.hidden{display:none}
+vertical-align:top;text-align:left;overflow-wrap:anywhere}th{background:#f3f3f3}tr.hidden{display:none}
+#claims{table-layout:fixed}
 .filters label{margin-right:1em}.paper{margin-bottom:2em}img{max-width:100%}
 .v-for{color:#1b7837}.v-against{color:#b2182b}.v-undecided{color:#555}.v-check{color:#2166ac}
 """
@@ -122,9 +129,9 @@ def build_site(reports_dir: str | Path = "reports") -> str:
     for field in FILTERS:
         parts.append(_select(field, sorted({str(c.get(field, "")) for _, c in claims})))
     parts.append('</div><p><span id="shown">0</span> of ' + str(len(claims)) + " claims shown.</p>")
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "statement", "kind", "setting", "paper", "ours [CI]", "unit",
-                                                 "verdict", "why"))
-    parts.append(f'<table id="claims"><thead><tr>{head}</tr></thead><tbody>')
+    cols = "".join(f'<col style="width:{share}%">' for _, share in COLUMNS)
+    head = "".join(f"<th>{name}</th>" for name, _ in COLUMNS)
+    parts.append(f'<table id="claims"><colgroup>{cols}</colgroup><thead><tr>{head}</tr></thead><tbody>')
     parts += [_claim_row(nb, c) for nb, c in claims]
     parts.append("</tbody></table>")
     parts.append('<script type="application/json" id="claims-data">'
