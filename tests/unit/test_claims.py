@@ -108,6 +108,19 @@ def test_a_claim_refuses_a_verdict_of_another_kind_and_a_long_why():
 
 
 @pytest.mark.parametrize("text,limit,want", [
+    ("a; b; c", 200, "a; b; c"),
+    ("first clause; second clause; third", 30, "first clause; second clause"),
+    ("premise failed: the proxy (measured on a model outside the regime)", 40, "premise failed: the proxy"),
+    ("premise failed: the proxy (measured here; a proxy would decide); rule", 64,
+     "premise failed: the proxy (measured here; a proxy would decide)"),
+    ("premise failed: the proxy (measured here; a proxy would decide); rule", 40, "premise failed: the proxy"),
+    ("one clause far too long to fit and without any parenthesis", 20, "one clause far too…"),
+])
+def test_a_long_why_keeps_its_leading_clauses_whole(text, limit, want):
+    assert W.leading_clauses(text, limit) == want and len(want) <= limit
+
+
+@pytest.mark.parametrize("text,limit,want", [
     ("short", 200, "short"),
     ("the ratio 1.530 [1.198, 1.642] is wide", 26, "the ratio 1.530…"),
     ("the ratio 1.530 [1.198, 1.642] is wide", 14, "the ratio…"),

@@ -236,9 +236,8 @@ def proxy_premise(name: str) -> "verdicts.Premise":
     if PROXY is None:
         return verdicts.Premise(
             PROXY_CHOSEN, False,
-            f"measured on {name}, outside the papers' regime: no candidate met the pre-registered criteria K1-K6 "
-            "(notebook 00: ToMe at DeiT-S's MAC ratio costs each more than 4 points); a proxy meeting K1-K6, or DeiT-S "
-            "on ImageNet, would decide", fails_as=verdicts.NOT_TESTABLE)
+            f"measured on {name}, outside the papers' regime: no candidate in notebook 00 met K1-K6; one that does, or "
+            "DeiT-S on ImageNet, would decide", fails_as=verdicts.NOT_TESTABLE)
     return verdicts.Premise(PROXY_CHOSEN, key == PROXY, f"measured on {name}, chosen {PROXY}")
 
 
