@@ -9,6 +9,7 @@ import pytest
 
 from tokenprune.study import findings as F
 from tokenprune.study import forest, publish
+from tokenprune.study.tally import tally, tally_text
 
 
 def _claim(cid, kind, verdict, setting="proxy", **over):
@@ -36,12 +37,15 @@ RESULTS = {"name": "01_evit", "title": "EViT", "profile": "default", "params": {
 
 def test_findings_sort_claims_by_side_and_keep_checks_apart():
     found = F.findings(RESULTS)
-    assert [f.id for f in found.holds] == ["a", "h", "d"]   # headline claims first, then the notebook's order
+    assert [f.id for f in found.holds] == ["a", "d"]   # headline claims first, then the notebook's order
     assert [f.id for f in found.fails] == ["b", "c"]
     assert [f.id for f in found.undecided] == ["f"] and [f.id for f in found.untestable] == ["g"]
     assert [f.id for f in found.checks] == ["e"] and found.total == 8
-    text = F.findings_markdown(found, link="", compute=F.compute_used(RESULTS))
+    assert [f.id for f in found.timed] == ["h"]   # its verdict depends on the machine: counted apart
+    assert found.tally.claims == 8 and found.tally.timed == 1 and found.tally.count("paper claim", "reproduced") == 1
+    text = F.findings_markdown(found, link="", compute=F.compute_used(RESULTS), top="the top line")
     assert "(#claim-a)" in text and "DeiT-S trained on ImageNet" in text and "12 s" in text
+    assert "the top line" in text and tally_text(found.tally) in text
 
 
 def test_forest_groups_by_unit_and_colours_by_side():
@@ -70,8 +74,8 @@ def _reports(root: Path, results: dict) -> Path:
 def test_readme_findings_give_no_timed_verdict_and_markers_are_required(tmp_path):
     root = _reports(tmp_path / "reports", RESULTS)
     body = publish.readme_findings(root)
-    assert "reports/01_evit/01_evit.html" in body and "1 timed on this machine" in body
-    assert "timed here" in body   # the timed headline claim's verdict is not stated
+    assert "reports/01_evit/01_evit.html" in body and tally_text(tally(RESULTS["claims"])) in body
+    assert f"**{publish.TIMED_VERDICT}**" in body   # the timed headline claim's verdict is not stated
     text = f"intro\n{publish.MARKERS[0]}\nold\n{publish.MARKERS[1]}\noutro\n"
     new = publish.replace_between_markers(text, body)
     assert new.startswith("intro\n") and new.endswith("outro\n") and "old" not in new and body in new
@@ -131,3 +135,35 @@ def test_limitations_say_where_the_claims_rest_from_the_calibration(tmp_path):
     assert "birds" in text and "2.92" in text and "19.8" in text
     assert F.limitations(d, RESULTS) == ""                    # no claim rests on a proxy
     assert F.limitations(tmp_path / "missing", on_birds) == ""
+
+
+def test_the_tally_counts_each_kind_in_its_verdicts_order_and_timed_claims_apart():
+    t = tally(RESULTS["claims"])
+    assert [k.kind for k in t.kinds] == ["paper claim", "reviewer objection", "consistency check", "our hypothesis"]
+    assert t.kinds[0].verdicts == (("reproduced", 1), ("not reproduced", 1), ("not testable here", 1))
+    assert t.kinds[1].verdicts == (("upheld", 1), ("rejected", 1))
+    assert t.claims == 8 and t.timed == 1
+    other = [dict(c, verdict="inconclusive") if c["id"] == "h" else c for c in RESULTS["claims"]]
+    assert tally_text(tally(other)) == tally_text(t)   # a timed verdict that differs does not move the tally
+    with pytest.raises(ValueError, match="claim kind"):
+        tally([_claim("z", "opinion", "reproduced")])
+
+
+def test_the_top_line_splits_the_papers_claims_by_what_decided_them():
+    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
+
+    claims = [_claim("m", "paper claim", "reproduced", setting="analytic at paper scale"),
+              _claim("n", "paper claim", "not reproduced", setting="from the sources"),
+              _claim("p", "paper claim", "reproduced", premises=[FINE_GRAINED_BAR]),
+              _claim("q", "paper claim", "not testable here", setting="paper-scale run"),
+              _claim("r", "paper claim", "not testable here", why=f"premise failed: {PROXY_CHOSEN} (x)"),
+              _claim("s", "reviewer objection", "inconclusive"),
+              _claim("t", "consistency check", "consistent"),
+              _claim("u", "paper claim", "reproduced", timed=True, setting="timed on this machine")]
+    chosen = {"chosen": {"classification": None, "fine-grained": "birds"}, "how": {"fine-grained": "fallback"}}
+    line = F.top_line({"claims": claims}, chosen)
+    numbers = [int(w) for w in line.replace("(", " ").split() if w.isdigit()]
+    # 3 of 6 decided (2 for, 1 against), 2 without training, 1 on the fallback; 1 GPU, 1 proxy, 1 other
+    assert numbers[:6] == [3, 6, 2, 1, 2, 1] and "`birds`" in line and "fallback" in line
+    assert [int(w) for w in line.split("Not decided:")[1].replace(";", " ").split() if w.isdigit()] == [1, 1, 1]
+    assert F.top_line({"claims": claims[-2:]}, chosen) == ""

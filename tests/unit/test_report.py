@@ -220,7 +220,9 @@ def test_ledger_is_deterministic_and_lists_every_claim(tmp_path):
     assert "-0.41 [-0.9, 0.1]" in text
     assert "| 3.0 | 3.02 | GMACs |" in text  # the paper's 3.0 is not shown as 3
     assert "no extra parameters \\| no extra loss" in text
-    assert "| [01_evit](01_evit/results.json) | paper claim | 2 | 1 reproduced, 1 inconclusive |" in text
+    assert ("- [01_evit](01_evit/results.json): 2 claims: 2 paper claims (1 reproduced, 1 inconclusive)."
+            in text)   # the study's one tally
+    assert "- **all notebooks**: 4 claims: 4 paper claims (2 reproduced, 1 inconclusive, 1 not testable here)." in text
     assert "| **all** | | 4 | 2 reproduced, 1 inconclusive, 1 not testable here |" in text
     assert "timestamp" not in text and "wall" not in text
     path = L.write_ledger(reports)

@@ -156,3 +156,28 @@ def test_the_page_reads_at_its_width_without_scrolling_sideways(tmp_path: Path):
         assert fit["page"] <= fit["window"] and fit["why"] <= fit["window"], fit
     finally:
         driver.quit()
+
+
+def test_every_surface_shows_the_same_tally(reports: Path):
+    """The README's findings, the ledger, each report's findings and the study page (read in the browser) give each
+    notebook's tally, and the study's, in the same words."""
+    from selenium.webdriver.common.by import By
+
+    from tokenprune.study.ledger import build_ledger, load_results
+    from tokenprune.study.tally import tally, tally_text
+
+    results = load_results(reports)
+    expected = {r["_dir"]: tally_text(tally(r["claims"])) for r in results}
+    expected["all"] = tally_text(tally(c for r in results for c in r["claims"]))
+    readme, ledger = publish.readme_findings(reports), build_ledger(reports)
+    for nb, text in expected.items():
+        assert text in readme and text in ledger
+        if nb != "all":
+            assert text in (reports / nb / publish.FINDINGS_FILE).read_text()
+    driver = _driver()
+    try:
+        driver.get((reports / site.SITE_FILE).as_uri())
+        shown = {e.get_attribute("data-notebook"): e.text for e in driver.find_elements(By.CSS_SELECTOR, ".tally")}
+    finally:
+        driver.quit()
+    assert shown == expected

@@ -2,9 +2,11 @@
 
 :func:`findings` sorts a run's claims into what of the paper holds, what fails, what stays undecided and what is not
 testable here (with what would decide it), each with the setting that decided it and the claims behind it; checks
-(consistency checks and transcriptions) are counted apart, never as evidence. :func:`findings_markdown` writes them
-for the top of the executed notebook and for the study page; :func:`limitations` says where the proxy stands against
-DeiT-class models, from notebook 00's calibration table; :func:`compute_used` says what the run took.
+(consistency checks and transcriptions) are counted apart, never as evidence, and so are timed claims, whose verdicts
+depend on the machine. The count line is the study's one tally (:mod:`tokenprune.study.tally`).
+:func:`findings_markdown` writes them for the top of the executed notebook and for the study page;
+:func:`limitations` says where the proxy stands against DeiT-class models, from notebook 00's calibration table;
+:func:`compute_used` says what the run took.
 """
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["Finding", "Findings", "findings", "findings_markdown", "limitations", "compute_used", "summary_line",
+from tokenprune.study.tally import Tally, tally, tally_text
+
+__all__ = ["Finding", "Findings", "findings", "findings_markdown", "limitations", "compute_used", "top_line",
            "FOR_THE_PAPER", "AGAINST_THE_PAPER"]
 
 #: the verdicts that count for the paper, by kind (a rejected objection leaves the paper standing)
@@ -39,11 +43,13 @@ class Finding:
     why: str
     would_decide: Optional[str]
     headline: bool
+    timed: bool = False
 
     @classmethod
     def of(cls, claim: Mapping[str, Any]) -> "Finding":
         return cls(claim["id"], claim["statement"], claim["kind"], claim["setting"], claim["verdict"],
-                   claim.get("why", ""), claim.get("would_decide"), bool(claim.get("headline")))
+                   claim.get("why", ""), claim.get("would_decide"), bool(claim.get("headline")),
+                   bool(claim.get("timed")))
 
 
 @dataclass
@@ -52,23 +58,28 @@ class Findings:
 
     notebook: str
     title: str
+    tally: Tally
     holds: list[Finding] = field(default_factory=list)
     fails: list[Finding] = field(default_factory=list)
     undecided: list[Finding] = field(default_factory=list)
     untestable: list[Finding] = field(default_factory=list)
     checks: list[Finding] = field(default_factory=list)
+    timed: list[Finding] = field(default_factory=list)
 
     @property
     def total(self) -> int:
-        return sum(len(x) for x in (self.holds, self.fails, self.undecided, self.untestable, self.checks))
+        return sum(len(x) for x in (self.holds, self.fails, self.undecided, self.untestable, self.checks, self.timed))
 
 
 def findings(results: Mapping[str, Any]) -> Findings:
     """Sort the claims of one results.json (a dict as written by :meth:`tokenprune.study.report.Report.write`)."""
-    out = Findings(str(results.get("name", "")), str(results.get("title") or results.get("name", "")))
-    for claim in results.get("claims", []):
+    claims = results.get("claims", [])
+    out = Findings(str(results.get("name", "")), str(results.get("title") or results.get("name", "")), tally(claims))
+    for claim in claims:
         f = Finding.of(claim)
-        if f.kind in CHECKS:
+        if f.timed:
+            out.timed.append(f)
+        elif f.kind in CHECKS:
             out.checks.append(f)
         elif f.verdict == FOR_THE_PAPER[f.kind]:
             out.holds.append(f)
@@ -78,22 +89,17 @@ def findings(results: Mapping[str, Any]) -> Findings:
             out.undecided.append(f)
         else:
             out.untestable.append(f)
-    for group in (out.holds, out.fails, out.undecided, out.untestable):
+    for group in (out.holds, out.fails, out.undecided, out.untestable, out.timed):
         group.sort(key=lambda f: not f.headline)
     return out
-
-
-def summary_line(found: Findings) -> str:
-    """``12 hold, 3 fail, 4 undecided, 9 not testable here; 6 checks (5 consistent)``."""
-    consistent = sum(f.verdict == "consistent" for f in found.checks)
-    return (f"{len(found.holds)} hold, {len(found.fails)} fail, {len(found.undecided)} undecided, "
-            f"{len(found.untestable)} not testable here; {len(found.checks)} checks ({consistent} consistent)")
 
 
 def _item(f: Finding, link: Optional[str], with_why: bool) -> str:
     ident = f"[`{f.id}`]({link}#claim-{f.id})" if link is not None else f"`{f.id}`"
     mark = "**headline** " if f.headline else ""
     text = f"- {mark}{f.statement.rstrip('.')} ({f.setting}; {ident})"
+    if f.timed:
+        text += f": {f.verdict} on the machine that ran it"
     if with_why and f.why:
         text += f": {f.why.rstrip('.')}"
     if f.verdict == "not testable here" and f.would_decide:
@@ -116,18 +122,21 @@ def _section(title: str, items: Sequence[Finding], link: Optional[str], with_why
     return lines + [""]
 
 
-def findings_markdown(found: Findings, link: Optional[str] = None, limits: str = "", compute: str = "") -> str:
-    """The findings as markdown: a count line, then what holds, what fails, what stays undecided (with why), what
+def findings_markdown(found: Findings, link: Optional[str] = None, limits: str = "", compute: str = "",
+                      top: str = "") -> str:
+    """The findings as markdown: the ``top`` line (:func:`top_line`) and the tally, then what holds, what fails, what stays undecided (with why), what
     is not testable here (with what would decide it) and the checks; then ``limits`` and ``compute``. ``link``: the
     executed notebook's HTML, whose claim anchors (``#claim-<id>``) each item links to."""
-    lines = ["## Findings", "",
-             f"_Generated from this run's results ({summary_line(found)}). Each item names the setting that decided "
-             "it: from the sources, analytic at paper scale, timed on this machine, proxy, or paper-scale run._", ""]
+    lines = ["## Findings", ""] + ([f"**Top line.** {top}", ""] if top else []) + [
+             f"_Generated from this run's results ({tally_text(found.tally)}). Each item names the setting that "
+             "decided it: from the sources, analytic at paper scale, timed on this machine, proxy, or paper-scale "
+             "run._", ""]
     lines += _section("What of the paper holds", found.holds, link, False)
     lines += _section("What fails", found.fails, link, True)
     lines += _section("Undecided here", found.undecided, link, True)
     lines += _section("Not testable here", found.untestable, link, False)
     lines += _section("Checks (consistency and transcription; not evidence)", found.checks, link, True)
+    lines += _section("Timed on this machine (verdicts depend on the machine)", found.timed, link, True)
     if limits:
         lines += ["**Limitations.** " + limits, ""]
     if compute:
@@ -218,3 +227,63 @@ def compute_used(results: Mapping[str, Any]) -> str:
     if gpus:
         where += f" and {gpus}"
     return f"This run took {when} on {where}, torch {versions.get('torch', '?')}, profile `{results.get('profile')}`."
+
+
+#: the settings whose claims are about the method as written and its cost, decided without training a model
+WITHOUT_TRAINING = ("from the sources", "analytic at paper scale")
+
+
+def _models_of(claims: Sequence[Mapping[str, Any]], chosen: Mapping[str, Any]) -> str:
+    """The models the ``claims`` were decided on, as far as their premises name them: notebook 00's classification
+    proxy, the fine-grained model (named with how it was chosen), else the models each statement names."""
+    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
+
+    premises = {p for c in claims for p in (c.get("premises") or [])}
+    named = []
+    if PROXY_CHOSEN in premises and chosen.get("chosen", {}).get("classification"):
+        named.append(f"the classification proxy `{chosen['chosen']['classification']}`")
+    if FINE_GRAINED_BAR in premises and chosen.get("chosen", {}).get("fine-grained"):
+        how = "fallback" if chosen.get("how", {}).get("fine-grained") == "fallback" else "proxy"
+        named.append(f"the fine-grained {how} `{chosen['chosen']['fine-grained']}`")
+    if any(not ({PROXY_CHOSEN, FINE_GRAINED_BAR} & set(c.get("premises") or [])) for c in claims):
+        named.append("models trained or loaded here, named in each statement")
+    return " and ".join(named)
+
+
+def top_line(results: Mapping[str, Any], chosen: Optional[Mapping[str, Any]] = None) -> str:
+    """What one notebook decided, on what, and what it leaves to a user's GPU and data, from its results alone (and
+    notebook 00's ``chosen`` values, ``{"chosen": ..., "how": ...}``, to name the proxies): the paper's own claims
+    (checks and timed claims aside) split into decided without training, decided on a model trained here, and not
+    decided, the last by what would decide them (a paper-scale run, or a proxy in the papers' regime)."""
+    from tokenprune.study.claims import VOCABULARY
+    from tokenprune.study.proxy.chosen import PROXY_CHOSEN
+
+    own = [c for c in results.get("claims", []) if c["kind"] not in CHECKS and not c.get("timed")]
+    if not own:
+        return ""
+    decided = [c for c in own if c["verdict"] in VOCABULARY[c["kind"]]]
+    against = sum(c["verdict"] == AGAINST_THE_PAPER[c["kind"]] for c in decided)
+    plain = [c for c in decided if c["setting"] in WITHOUT_TRAINING]
+    trained = [c for c in decided if c["setting"] not in WITHOUT_TRAINING]
+    parts = [f"{len(decided)} of the {len(own)} claims on the paper (checks and timed claims aside) decided here "
+             f"({len(decided) - against} for the paper, {against} against)"]
+    if plain:
+        parts.append(f"{len(plain)} of them without training (from the papers' texts and code, or computed at the "
+                     "paper's scale)")
+    if trained:
+        parts.append(f"{len(trained)} on {_models_of(trained, chosen or {})}")
+    text = "; ".join(parts) + "."
+    left = [c for c in own if c not in decided]
+    gpu = sum(c["setting"] == "paper-scale run" and c["verdict"] == "not testable here" for c in left)
+    proxy = sum(c["setting"] != "paper-scale run" and c["verdict"] == "not testable here"
+                and c.get("why", "").startswith(f"premise failed: {PROXY_CHOSEN}") for c in left)
+    other = len(left) - gpu - proxy
+    undecided = [f"{gpu} need a paper-scale run (`--profile paper` on a GPU, with the paper's data and weights from "
+                 "local paths)" if gpu else "",
+                 f"{proxy} need a proxy in the papers' regime, which notebook 00's calibration did not find" if proxy
+                 else "", (f"{other} {'is' if other == 1 else 'are'} inconclusive or not testable for another "
+                           "reason (each says what would decide it)") if other else ""]
+    undecided = [u for u in undecided if u]
+    if undecided:
+        text += " Not decided: " + "; ".join(undecided) + "."
+    return text

@@ -161,9 +161,24 @@ def _mixed_profiles_note(results: list[dict[str, Any]]) -> list[str]:
 
 
 def _verdict_counts(claims: list[Mapping[str, Any]]) -> str:
-    """``12 reproduced, 3 not reproduced, 1 inconclusive`` in the order of :data:`VERDICTS`."""
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    """``12 reproduced, 3 not reproduced, 1 inconclusive`` in the order of :data:`VERDICTS`, for the untimed claims;
+    the timed ones counted apart, as in the tally (:mod:`tokenprune.study.tally`)."""
+    untimed = [c for c in claims if not c.get("timed")]
+    counts = {v: sum(c["verdict"] == v for c in untimed) for v in VERDICTS}
+    text = [f"{n} {v}" for v, n in counts.items() if n]
+    timed = len(claims) - len(untimed)
+    if timed:
+        text.append(f"{timed} timed (verdicts depend on the machine)")
+    return ", ".join(text)
+
+
+def _tally_lines(results: list[dict[str, Any]]) -> list[str]:
+    """The study's one tally, notebook by notebook and for all of them (:func:`tokenprune.study.tally.tally_text`)."""
+    from tokenprune.study.tally import tally, tally_text
+
+    lines = [f"- [{_cell(str(r['name']))}]({r['_dir']}/{RESULTS_FILE}): {tally_text(tally(r['claims']))}."
+             for r in results if r["claims"]]
+    return lines + [f"- **all notebooks**: {tally_text(tally(c for r in results for c in r['claims']))}."]
 
 
 def _count_table(results: list[dict[str, Any]], field: str, order: tuple[str, ...]) -> list[str]:
@@ -208,10 +223,11 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
         *_mixed_profiles_note(results),
         "## Summary",
         "",
-        "Counts by notebook and kind of claim (each kind has its own verdicts; consistency checks and "
-        "transcriptions are never counted as reproductions), then by the setting a claim is decided in.",
+        "The tally by notebook, each kind of claim with its own verdicts (consistency checks and transcriptions are "
+        "never counted as reproductions; timed claims are counted apart, their verdicts depending on the machine), "
+        "then the claims by the setting they are decided in.",
         "",
-        *_count_table(results, "kind", KINDS),
+        *_tally_lines(results),
         "",
         *_count_table(results, "setting", SETTINGS),
     ]
@@ -237,7 +253,7 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
                 _cell(_mde_cell(c)),
                 _cell(c.get("profile", "")) + (TIMED_MARK if c.get("timed") else ""),
                 c["verdict"],
-                _short(_why_with_load(c)),
+                _cell(_why_with_load(c)),
             ]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ SITE_FILE = "index.html"
 FILTERS = ("paper", "kind", "setting", "verdict")
 #: the columns of the "Every claim" table and their shares of its width: a fixed layout in which long ids and units
 #: wrap, so that the whole table, verdict included, fits a 1,280-px window (:data:`READS_AT_PX`)
-COLUMNS = (("claim", 13), ("statement", 22), ("kind", 7), ("setting", 8), ("paper", 7), ("ours [CI]", 10),
+COLUMNS = (("claim", 13), ("statement", 21), ("kind", 9), ("setting", 8), ("paper", 7), ("ours [CI]", 9),
            ("unit", 7), ("verdict", 8), ("why", 18))
 #: the narrowest window the page is laid out for without scrolling sideways
 READS_AT_PX = 1280
@@ -29,9 +29,10 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em}
 table{border-collapse:collapse;width:100%;font-size:.85em}th,td{border:1px solid #ddd;padding:.3em;
-vertical-align:top;text-align:left;overflow-wrap:anywhere}th{background:#f3f3f3}tr.hidden{display:none}
+vertical-align:top;text-align:left;overflow-wrap:break-word}th{background:#f3f3f3}tr.hidden{display:none}
 #claims{table-layout:fixed}
 .filters label{margin-right:1em}.paper{margin-bottom:2em}img{max-width:100%}
+details.reasoning ul{margin:.2em 0;padding-left:1.1em}
 .v-for{color:#1b7837}.v-against{color:#b2182b}.v-undecided{color:#555}.v-check{color:#2166ac}
 """
 
@@ -81,8 +82,23 @@ def _claim_row(nb: Mapping[str, Any], c: Mapping[str, Any]) -> str:
     cells = [f'<a href="{html.escape(link)}">{html.escape(c["id"])}</a>', html.escape(c["statement"]),
              html.escape(c["kind"]), html.escape(c["setting"]),
              "" if paper is None else html.escape(str(paper)), html.escape(_ours(c)), html.escape(c.get("unit", "")),
-             f'<span class="{_side_class(c)}">{html.escape(c["verdict"])}</span>', html.escape(c.get("why", ""))]
+             f'<span class="{_side_class(c)}">{html.escape(c["verdict"])}</span>',
+             html.escape(c.get("why", "")) + _reasoning(c)]
     return f"<tr{data}>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>"
+
+
+def _reasoning(c: Mapping[str, Any]) -> str:
+    """The full reasoning behind a claim's one-sentence why, folded one click away: the rule (its test), the whole
+    reason and its context where the why kept only part, the premises that failed and what the rule alone said."""
+    details = c.get("details") or {}
+    items = [("rule", c.get("test")), ("reason", details.get("reason")), ("context", details.get("context"))]
+    items += [(f"premise failed: {name}", detail) for name, detail in (details.get("failed premises") or {}).items()]
+    alone = details.get("rule alone")
+    if alone:
+        items.append(("the rule alone", f"{alone.get('verdict')}: {alone.get('why')}"))
+    items += [(f"limitation: {name}", text) for name, text in (details.get("limitations") or {}).items()]
+    shown = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(str(v))}</li>" for k, v in items if v)
+    return f'<details class="reasoning"><summary>reasoning</summary><ul>{shown}</ul></details>' if shown else ""
 
 
 def _select(field: str, values: Sequence[str]) -> str:
@@ -92,13 +108,18 @@ def _select(field: str, values: Sequence[str]) -> str:
 
 
 def build_site(reports_dir: str | Path = "reports") -> str:
-    """The page's HTML from every ``<reports_dir>/*/results.json`` (with each folder's ``findings.md`` and
-    ``findings_forest.png`` where the pipeline wrote them)."""
-    from tokenprune.study.findings import findings, summary_line
+    """The page's HTML from every ``<reports_dir>/*/results.json``: each paper's findings generated from its results
+    (as the pipeline writes them into its report), with the forest plot ``findings_forest.png`` where the pipeline
+    drew it."""
+    from tokenprune.study.findings import compute_used, findings, findings_markdown, limitations, top_line
     from tokenprune.study.ledger import load_results
+    from tokenprune.study.publish import CALIBRATION_DIR, chosen_values
+    from tokenprune.study.tally import tally, tally_text
 
     root = Path(reports_dir)
     results = load_results(root)
+    every = tally(c for nb in results for c in nb["claims"])
+    chosen = chosen_values(root)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src data:; '
              'style-src \'unsafe-inline\'; script-src \'unsafe-inline\'">',
@@ -106,7 +127,8 @@ def build_site(reports_dir: str | Path = "reports") -> str:
              f"<script>{_SCRIPT}</script></head><body>",
              "<h1>Token pruning in Vision Transformers: what the study found</h1>",
              "<p>Generated from the notebooks' results by <code>make reproduce</code>; every number and verdict "
-             "comes from the results files. Each claim links to where its notebook decides it.</p>"]
+             "comes from the results files. Each claim links to where its notebook decides it.</p>",
+             f'<p class="tally" data-notebook="all">{html.escape(tally_text(every))}</p>']
     for nb in results:
         if not nb["claims"]:
             continue
@@ -115,11 +137,12 @@ def build_site(reports_dir: str | Path = "reports") -> str:
         parts.append(f'<section class="paper" id="paper-{html.escape(nb["_dir"])}">')
         parts.append(f'<h2>{html.escape(str(nb.get("title") or nb["name"]))}</h2>')
         parts.append(f'<p><a href="{html.escape(report)}">the executed notebook</a>: '
-                     f"{html.escape(summary_line(findings(nb)))}</p>")
-        md = folder / "findings.md"
-        if md.exists():
-            body = md.read_text(encoding="utf-8").replace("](#claim-", f"]({report}#claim-")
-            parts.append(_markdown(body.split("\n", 1)[1] if body.startswith("## Findings") else body))
+                     f'<span class="tally" data-notebook="{html.escape(nb["_dir"])}">'
+                     f"{html.escape(tally_text(tally(nb['claims'])))}</span></p>")
+        found = findings(nb)
+        body = findings_markdown(found, link=report, limits=limitations(root / CALIBRATION_DIR, nb),
+                                 compute=compute_used(nb), top=top_line(nb, chosen))
+        parts.append(_markdown(body.split("\n", 1)[1]))
         png = folder / "findings_forest.png"
         if png.exists():
             parts.append(f'<img alt="forest plot of {html.escape(nb["_dir"])}" src="{_png_uri(png)}">')
