@@ -167,3 +167,19 @@ def test_the_top_line_splits_the_papers_claims_by_what_decided_them():
     assert numbers[:6] == [3, 6, 2, 1, 2, 1] and "`birds`" in line and "fallback" in line
     assert [int(w) for w in line.split("Not decided:")[1].replace(";", " ").split() if w.isdigit()] == [1, 1, 1]
     assert F.top_line({"claims": claims[-2:]}, chosen) == ""
+
+
+def test_headlines_put_the_papers_own_claims_first_then_what_was_decided_against_it():
+    claims = [_claim("a", "paper claim", "not testable here", headline=True),
+              _claim("b", "paper claim", "reproduced", headline=True),
+              _claim("c", "paper claim", "reproduced", timed=True, headline=True, setting="timed on this machine"),
+              _claim("d", "paper claim", "not reproduced", setting="proxy"),
+              _claim("e", "transcription", "inconsistent", setting="from the sources"),
+              _claim("f", "reviewer objection", "upheld", setting="analytic at paper scale"),
+              _claim("g", "consistency check", "inconsistent", setting="from the sources"),
+              _claim("h", "paper claim", "reproduced")]
+    shown, more = F.headlines({"claims": claims})
+    assert [c["id"] for c in shown] == ["b", "c", "a", "e", "f", "d"] and more == 0
+    many = claims + [_claim(f"x{i}", "paper claim", "not reproduced", setting="proxy") for i in range(F.MAX_AGAINST)]
+    shown, more = F.headlines({"claims": many})
+    assert len(shown) == 3 + F.MAX_AGAINST and more == 3   # 7 against: e, f and the first two on the proxy shown

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Optional, Sequence
 from tokenprune.study.tally import Tally, tally, tally_text
 
 __all__ = ["Finding", "Findings", "findings", "findings_markdown", "limitations", "compute_used", "top_line",
+           "headlines", "HEADLINE_RULE", "MAX_AGAINST",
            "FOR_THE_PAPER", "AGAINST_THE_PAPER"]
 
 #: the verdicts that count for the paper, by kind (a rejected objection leaves the paper standing)
@@ -287,3 +288,37 @@ def top_line(results: Mapping[str, Any], chosen: Optional[Mapping[str, Any]] = N
     if undecided:
         text += " Not decided: " + "; ".join(undecided) + "."
     return text
+
+
+#: how many claims decided against a paper the README's headlines list beyond the paper's own headline claims
+MAX_AGAINST = 4
+#: the rule that picks and orders the README's headlines (:func:`headlines`), shown above them
+HEADLINE_RULE = (f"Headlines per paper: first the claims its abstract, title or summary makes (declared as headlines "
+                 f"in its claims table), decided ones first; then up to {MAX_AGAINST} more claims decided against the "
+                 "paper, the evidence that needs no trained model first (from the sources, then analytic at paper "
+                 "scale, then on a proxy).")
+
+
+def _decided(claim: Mapping[str, Any]) -> bool:
+    return not claim.get("timed") and claim["verdict"] in (FOR_THE_PAPER.get(claim["kind"]),
+                                                           AGAINST_THE_PAPER.get(claim["kind"]),
+                                                           "consistent", "inconsistent")
+
+
+def _against(claim: Mapping[str, Any]) -> bool:
+    return not claim.get("timed") and (claim["verdict"] == AGAINST_THE_PAPER.get(claim["kind"])
+                                       or (claim["kind"] == "transcription" and claim["verdict"] == "inconsistent"))
+
+
+def headlines(results: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
+    """The claims the README lists for one notebook by :data:`HEADLINE_RULE`, and how many more were decided against
+    the paper than it lists. A consistency check found inconsistent is counted against the paper's text only when it
+    is a transcription (a printed number that is not what the paper's own data give)."""
+    from tokenprune.study.claims import SETTINGS
+
+    claims = list(results.get("claims", []))
+    own = sorted((c for c in claims if c.get("headline")),
+                 key=lambda c: 0 if _decided(c) else 1 if c.get("timed") else 2 if c["verdict"] == "inconclusive" else 3)
+    against = sorted((c for c in claims if _against(c) and not c.get("headline")),
+                     key=lambda c: SETTINGS.index(c["setting"]))
+    return own + against[:MAX_AGAINST], max(0, len(against) - MAX_AGAINST)

@@ -76,27 +76,30 @@ def chosen_values(reports_dir: Path) -> dict:
 
 def readme_findings(reports_dir: Path, link_prefix: str = "reports") -> str:
     """The README's findings: per notebook with claims, its top line (:func:`tokenprune.study.findings.top_line`),
-    its tally (:func:`tokenprune.study.tally.tally_text`) and the headline claims with their verdicts, linking its
+    its tally (:func:`tokenprune.study.tally.tally_text`) and its headlines with their verdicts
+    (:func:`tokenprune.study.findings.headlines`, by :data:`~tokenprune.study.findings.HEADLINE_RULE`), linking its
     report; then the study's tally and its claims by setting.
     Timed claims are counted apart and their verdicts not given (they vary with the machine that runs them), so the
     section is the same on every machine whose untimed verdicts agree."""
     from tokenprune.study.claims import SETTINGS
-    from tokenprune.study.findings import top_line
+    from tokenprune.study.findings import HEADLINE_RULE, headlines, top_line
     from tokenprune.study.ledger import load_results
     from tokenprune.study.tally import tally, tally_text
 
     results = [r for r in load_results(reports_dir) if r["claims"]]
     chosen = chosen_values(reports_dir)
-    lines = []
+    lines = [HEADLINE_RULE, ""]
     every = [c for r in results for c in r["claims"]]
     for r in results:
         report = f"{link_prefix}/{r['_dir']}/{r['_dir']}.html"
         lines.append(f"- **[{r.get('title') or r['name']}]({report})**: {top_line(r, chosen)}")
         lines.append(f"  - Tally: {tally_text(tally(r['claims']))}.")
-        for c in r["claims"]:
-            if c.get("headline"):
-                verdict = TIMED_VERDICT if c.get("timed") else c["verdict"]
-                lines.append(f"  - {c['statement'].rstrip('.')} ({c['setting']}): **{verdict}**.")
+        shown, more = headlines(r)
+        for c in shown:
+            verdict = TIMED_VERDICT if c.get("timed") else c["verdict"]
+            lines.append(f"  - {c['statement'].rstrip('.')} ({c['setting']}): **{verdict}**.")
+        if more:
+            lines.append(f"  - {more} more decided against the paper: see [the report]({report}).")
     lines += ["", f"All notebooks: {tally_text(tally(every))}.", ""]
     lines.append("| setting | claims |")
     lines.append("|---|---:|")
