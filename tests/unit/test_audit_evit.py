@@ -12,7 +12,7 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import patch
 from tokenprune.measure.evaluation import Predictions
-from tokenprune.study import params, paper_runs, report, verdicts
+from tokenprune.study import params, paper_runs, report, tolerances, verdicts
 from tokenprune.study.proxy import audit_model, chosen
 from tokenprune.study.claims import DeclarationTable
 from tokenprune.study.evit import claims, efficiency, experiments, filing, paper_scale, settings, studies, timing
@@ -320,30 +320,85 @@ def _macs(fuse: dict, drop: dict, model="deit_small_patch16_224") -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def test_fusion_overhead_claim():
+def test_fusion_overhead_claim_is_decided_by_the_same_cost_tolerance():
     keeps = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]
-    drop = {k: round(4.6 * k, 1) + 0.01 for k in keeps}  # 4.15, 3.69, ... : 0.04 GMACs below the next print step
-    for extra, want in ((0.02, "reproduced"), (0.06, "not reproduced")):
+    tol = tolerances.SAME_COST_GMACS
+    drop = {k: 4.6 * k for k in keeps} | {0.8: 3.444}
+    assert round(3.444, 1) != round(3.477, 1)            # the printed precision splits these two numbers
+    for extra, want in ((3.477 - 3.444, "reproduced"), (0.9 * tol, "reproduced"), (1.1 * tol, "not reproduced")):
         rep = _rep()
-        fused = {k: g + extra for k, g in drop.items()}
+        fused = {k: g + (extra if k < 1 else 0.0) for k, g in drop.items()}
         table = efficiency.fusion_overhead_claim(rep, _macs(fused, drop))
-        assert rep.claims[0].verdict == want and len(table) == 5, rep.claims[0].why
-        assert rep.claims[0].our_value == pytest.approx(max(extra / drop[k] for k in keeps if k < 1), abs=1e-5)
+        c = rep.claims[0]
+        assert c.verdict == want and len(table) == 5, c.why
+        assert c.our_value == pytest.approx(extra, abs=1e-4) and c.paper_value == 0.0
+        assert list(table.same_cost) == [want == "reproduced"] * 5
+        assert table.gmacs_difference.to_numpy() == pytest.approx([extra] * 5)
+        assert c.details["fused / dropped - 1"]["0.8"] == pytest.approx(extra / 3.444, abs=1e-5)
+    # one keep rate beyond the tolerance is enough to fail it, and the largest difference is the claim's value
+    rep = _rep()
+    fused = {k: g + (2 * tol if k == 0.6 else 0.02 if k < 1 else 0.0) for k, g in drop.items()}
+    table = efficiency.fusion_overhead_claim(rep, _macs(fused, drop))
+    assert rep.claims[0].verdict == "not reproduced" and rep.claims[0].our_value == pytest.approx(2 * tol)
+    assert dict(zip(table.keep_rate, table.same_cost)) == {0.9: True, 0.8: True, 0.7: True, 0.6: False, 0.5: True}
 
 
-def test_oracle_init_macs_claim():
+def test_fusion_and_table7_claims_share_the_same_cost_tolerance():
+    assert claims.SAME_COST_GMACS == efficiency.SAME_COST_GMACS == tolerances.SAME_COST_GMACS
+    assert not hasattr(claims, "FUSION_MAC_PRECISION")
+
+
+def _table6_fuse(g07: float) -> dict:
     keeps = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]
-    for g07, want in ((4.6 * 0.64, "reproduced"), (4.6 * 0.70, "not reproduced")):
-        fuse = {k: 4.6 * (1 - 0.1 * (1 - k) / 0.1 * 0.02) for k in keeps} | {0.7: g07}
+    return {k: 4.6 * (1 - 0.1 * (1 - k) / 0.1 * 0.02) for k in keeps} | {0.7: g07}
+
+
+def test_table6_premise_holds_only_with_keep_rate_and_locations():
+    assert efficiency.table6_premise(0.7, (4, 7, 10)).holds
+    for keep, locs in ((None, None), (0.7, None), (None, (4, 7, 10))):
+        p = efficiency.table6_premise(keep, locs)
+        assert not p.holds and p.name == claims.TABLE6_CONFIG and p.fails_as == "inconclusive"
+    # the study's record of Table 6's configuration: not in our sources today
+    assert claims.TABLE6_KEEP_RATE is None and claims.TABLE6_LOCATIONS is None
+    assert not efficiency.table6_premise().holds
+    assert claims.CLAIMS["evit.t6.oracle_init_mac_reduction"].premises == (claims.TABLE6_CONFIG,)
+
+
+def test_oracle_init_macs_claim_is_inconclusive_without_table6_configuration():
+    for g07, alone in ((4.6 * 0.64, "holds"), (4.6 * 0.70, "fails")):
         rep = _rep()
-        out = efficiency.oracle_init_macs_claim(rep, _macs(fuse, fuse))
-        assert rep.claims[0].verdict == want and out["nearest"] == 0.7, rep.claims[0].why
-        assert 0.6 < out["keep_needed"] < 0.75 and rep.claims[0].paper_value == pytest.approx(36.0)
+        out = efficiency.oracle_init_macs_claim(rep, _macs(_table6_fuse(g07), _table6_fuse(g07)))
+        c = rep.claims[0]
+        assert c.verdict == "inconclusive" and c.premises == [claims.TABLE6_CONFIG], c.why
+        assert c.details["rule alone"]["verdict"] == alone and claims.TABLE6_CONFIG in c.details["failed premises"]
+        assert out["nearest"] == 0.7 and not out["premise"].holds and c.headline
+        assert c.our_value == pytest.approx(100 * (1 - g07 / 4.6), abs=0.01)
+        assert 0.6 < out["keep_needed"] < 0.75 and c.paper_value == pytest.approx(36.0)
+
+
+def test_oracle_init_macs_claim_at_a_given_table6_configuration():
+    for g07, want in ((4.6 * 0.64, "reproduced"), (4.6 * 0.70, "not reproduced")):
+        rep = _rep()
+        fuse = _table6_fuse(g07)
+        out = efficiency.oracle_init_macs_claim(rep, _macs(fuse, fuse), keep_rate=0.7, locations=(4, 7, 10))
+        c = rep.claims[0]
+        assert c.verdict == want and out["premise"].holds and "rule alone" not in (c.details or {}), c.why
+        assert out["reduction"] == pytest.approx(100 * (1 - g07 / 4.6))
+    # a configuration off Table 2's locations is counted, not read off the table
+    rows = efficiency.flops.mac_table("deit_small_patch16_224", [1.0, 0.7], locations=(3, 6, 9), measure=False)
+    base = rows[0]["gmacs"]
+    fuse = {k: base * (1 - 0.5 * (1 - k)) for k in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)}
+    rep = _rep()
+    out = efficiency.oracle_init_macs_claim(rep, _macs(fuse, fuse), keep_rate=0.7, locations=(3, 6, 9))
+    assert out["reduction"] == pytest.approx(100 * (1 - rows[1]["gmacs"] / base))
+    assert rep.claims[0].verdict in ("reproduced", "not reproduced")
 
 
 def test_dynamicvit_claims(monkeypatch):
     t = {0.7: 3.0}
-    for evit_g, want in ((3.09, "reproduced"), (2.5, "not reproduced")):
+    dyn_g = float(efficiency.dynamicvit_claims(_rep(), _macs({0.7: 3.0}, t)).gmacs[1])
+    tol = tolerances.SAME_COST_GMACS
+    for evit_g, want in ((dyn_g - 0.9 * tol, "reproduced"), (dyn_g - 1.1 * tol, "not reproduced")):
         rep = _rep()
         table = efficiency.dynamicvit_claims(rep, _macs({0.7: evit_g}, t))
         v = _verdicts(rep)
