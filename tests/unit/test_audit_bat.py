@@ -294,25 +294,87 @@ def test_proxy_and_ablation_claims_carry_designs():
     rep = _report()
     full = {k: preds[k] for k in ("BAT @ 0.5", "EViT (fusion) @ 0.5")}  # as if only keep 0.5 ran again
     proxy_scale.file_proxy_claims(rep, proxy_scale.Gaps(table, trend), proxy_scale.Sweep(pd.DataFrame(), preds, div),
-                                  full, keep, "m", 32, 10, 10000, "the full test split", 0)
+                                  full, keep, "m", 10000, "the full test split", 0)
     abl = {f"{n} @ 0.3": _predictions(rng, 300, 0.6) for n in ("both: BAT", "importance only: EViT (fusion)",
                                                                "diversity only: DPC-KNN of all tokens",
                                                                "both + pairing 0.25")}
     assert {x for a, b, _ in ablations.ablation_pairs(0.3) for x in (a, b)} == set(abl)
     ablations.file_ablation_claims(rep, abl, {}, 0.3, 10000, "the full test split", 0)
     c = {x.id: x for x in rep.claims}
-    assert set(c) == {"bat.proxy.gap_grows_at_low_keep", "bat.proxy.diversity.keep0.3", "bat.proxy.diversity.keep0.5",
+    # the diversity claims are not decided on the accuracy model (file_photo_diversity_claims)
+    assert set(c) == {"bat.proxy.gap_grows_at_low_keep",
                       "bat.proxy.vs_evit.keep0.7", "bat.proxy.vs_evit.keep0.5",
                       "bat.ablation.both_vs_importance.keep0.3",
                       "bat.ablation.both_vs_diversity.keep0.3", "bat.ablation.pairing.keep0.3"}
     assert all(x.design is not None and len(x.why) <= 200 and x.setting == "proxy" for x in c.values())
     assert c["bat.proxy.gap_grows_at_low_keep"].design["effect_in_dispute"] == pytest.approx(2.0)
     assert c["bat.proxy.vs_evit.keep0.5"].design["effect_in_dispute"] == 0.5
-    assert "effect_in_dispute" not in c["bat.proxy.diversity.keep0.5"].design  # the paper prints no diversity
     # independent 60 % models on 300 images: a 0.1-point effect is out of reach even at 10,000 images
     assert c["bat.proxy.vs_evit.keep0.7"].verdict == "not testable here"
     assert c["bat.proxy.vs_evit.keep0.7"].design["mde_at_max"] > 2 * 0.1
     assert c["bat.proxy.vs_evit.keep0.7"].paper_value == 0.1 and c["bat.proxy.vs_evit.keep0.5"].paper_value == 0.5
+
+
+def _diversity_table(photo_diffs, rates=(0.5,), crops=3, tokens=4):
+    """A :func:`proxy_scale.photo_diversity` table: per photo ``crops`` images, EViT at 0.5 + small per-image offsets,
+    BAT that + the photo's difference in ``photo_diffs`` (one per photo)."""
+    rows, rng = [], np.random.default_rng(0)
+    for r in rates:
+        i = 0
+        for k, delta in enumerate(photo_diffs):
+            for _ in range(crops):
+                evit = 0.5 + 0.05 * rng.random()
+                for method, value in zip(proxy_scale.DIVERSITY_PAIR, (evit + delta + 0.002 * rng.standard_normal(),
+                                                                      evit)):
+                    rows.append({"keep_rate": r, "method": method, "image": i, "photo": f"p{k}",
+                                 "cosine_distance": value if tokens > 1 else np.nan, "tokens": tokens})
+                i += 1
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("photo_diffs,verdict", [
+    ([0.05, 0.04, 0.06, 0.05, 0.03], "reproduced"),
+    ([-0.05, -0.04, -0.06, -0.05, -0.03], "not reproduced"),
+    ([0.05, -0.05, 0.04, -0.04, 0.0], "inconclusive"),
+])
+def test_diversity_claims_are_decided_by_their_rule_whatever_the_accuracy_proxy(photo_diffs, verdict):
+    for proxy_holds in (True, False):  # a failed accuracy proxy does not touch a claim on the kept token set
+        rep = _report(proxy_holds=proxy_holds)
+        proxy_scale.file_diversity_claims(rep, _diversity_table(photo_diffs, rates=(0.2, 0.5)), "m, 224 px", 10, 0)
+        c = {x.id: x for x in rep.claims}
+        assert set(c) == {"bat.proxy.diversity.keep0.2", "bat.proxy.diversity.keep0.5"}
+        for x in c.values():
+            assert x.verdict == verdict and x.premises == [] and x.setting == "proxy"
+            assert x.our_value == pytest.approx(np.mean(photo_diffs), abs=2e-3)
+            assert x.design["unit"] == "photos" and x.design["n"] == len(photo_diffs)
+            assert "effect_in_dispute" not in x.design  # the paper prints no diversity
+
+
+def test_diversity_claims_skip_a_rate_with_no_pairwise_distance():
+    rep = _report()
+    proxy_scale.file_diversity_claims(rep, _diversity_table([0.05] * 5, tokens=1), "m, 224 px", 10, 0)
+    assert not rep.claims
+
+
+def test_photo_diversity_compares_equal_token_counts_on_the_photo_model():
+    pytest.importorskip("skimage")
+    cfg = params.setup("02_diversity_merging", "smoke")
+    assert cfg.figure_model == "random_tiny"  # the smoke photo model: same code path as the ViT-S/14, in seconds
+    rep = _report(proxy_holds=False)
+    table = proxy_scale.file_photo_diversity_claims(rep, cfg, settings.bat_options(cfg))
+    rates = proxy_scale.diversity_rates(cfg.keep_rates)
+    assert sorted(table.keep_rate.unique()) == rates
+    assert table.photo.nunique() >= 2 and len(table) == 2 * len(rates) * table.image.nunique()
+    wide = table.pivot_table(index=["keep_rate", "image"], columns="method", values="tokens")
+    assert (wide[proxy_scale.DIVERSITY_PAIR[0]] == wide[proxy_scale.DIVERSITY_PAIR[1]]).all()  # as many tokens
+    filed = {x.id: x for x in rep.claims}
+    assert set(filed) == {f"bat.proxy.diversity.keep{r:g}" for r in rates}
+    assert all(x.premises == [] and x.verdict != "not testable here" for x in filed.values())
+
+
+def test_diversity_rates():
+    assert proxy_scale.diversity_rates([0.9, 0.7, 0.5, 0.3, 0.2]) == [0.2, 0.5]
+    assert proxy_scale.diversity_rates([0.7, 0.3]) == [0.3]
 
 
 def test_proxy_claims_are_inconclusive_when_the_proxy_fails_its_premise():
@@ -329,22 +391,36 @@ def test_proxy_claims_are_inconclusive_when_the_proxy_fails_its_premise():
 
 # --- §2: the MAC column ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("rows,outcome", [
-    # the clustering moves 1.64 -> 1.66 (printed 1.7): discriminates, follows the total
-    ([(0.2, 1.7, 1.640, 1.660, 0.002)], "reproduced"),
-    # printed 1.6: follows the transformer-only count
-    ([(0.2, 1.6, 1.640, 1.660, 0.002)], "not reproduced"),
-    # a 2 % spread between counters swallows the difference: nothing discriminates
-    ([(0.2, 1.6, 1.640, 1.660, 0.02)], "inconclusive"),
-    # both round to the printed figure: the column cannot tell
-    ([(0.7, 3.0, 3.029, 3.032, 0.002)], "inconclusive"),
-    # mixed evidence
-    ([(0.2, 1.6, 1.640, 1.660, 0.002), (0.4, 2.1, 2.040, 2.060, 0.002)], "inconclusive"),
+@pytest.mark.parametrize("rows,outcome,discriminating", [
+    # the clustering adds 0.15 GMACs (more than the same-cost tolerance); printed 1.8 is the count with it
+    ([(0.2, 1.8, 1.64, 1.79)], "reproduced", [0.2]),
+    # printed 1.6 is the count without it
+    ([(0.2, 1.6, 1.64, 1.79)], "not reproduced", [0.2]),
+    # the clustering adds 0.02 GMACs: below the tolerance, the printed column cannot tell, whatever it prints
+    ([(0.2, 1.6, 1.64, 1.66)], "inconclusive", []),
+    ([(0.2, 1.7, 1.64, 1.66)], "inconclusive", []),
+    # a difference just above the tolerance with the printed figure between the counts: within it of both
+    ([(0.2, 1.7, 1.64, 1.75)], "inconclusive", [0.2]),
+    # mixed evidence: the count with the clustering at one rate, without at another
+    ([(0.2, 1.8, 1.64, 1.79), (0.4, 2.0, 2.04, 2.19)], "inconclusive", [0.2, 0.4]),
 ])
-def test_counts_clustering_decision(rows, outcome):
+def test_counts_clustering_decision(rows, outcome, discriminating):
     ev = macs.counts_clustering_decision(rows)
     assert ev.decision.verdict == outcome
-    assert ev.discriminating == ([] if rows[0][4] == 0.02 or rows[0][0] == 0.7 else [r[0] for r in rows])
+    assert ev.discriminating == discriminating
+    assert ev.largest[0] == max(rows, key=lambda r: r[3] - r[2])[0]
+    assert ev.decision.rule == claims.COUNTS_CLUSTERING_RULE.text
+
+
+def test_counts_clustering_reads_the_studys_same_cost_tolerance():
+    from tokenprune.study.tolerances import SAME_COST_GMACS
+
+    gap = 1.5 * SAME_COST_GMACS  # resolvable at the study's tolerance, not at three times it
+    rows = [(0.2, 1.6, 1.6, 1.6 + gap)]
+    assert macs.counts_clustering_decision(rows).decision.verdict == "not reproduced"
+    assert macs.counts_clustering_decision(rows, tolerance=3 * SAME_COST_GMACS).decision.verdict == "inconclusive"
+    assert claims.CLAIMS["bat.macs.deit_s.counts_clustering"].rule().text == claims.counts_clustering_rule().text
+    assert claims.counts_clustering_rule(0.2).text != claims.counts_clustering_rule().text
 
 
 def _fake_macs(plus_offset=0.08, clustering=0.002, spread=0.002):
@@ -380,11 +456,14 @@ def test_mac_claims_and_the_plus_clusters_variant_can_go_both_ways():
         assert c["bat.macs.deit_t.baseline"].verdict == "consistent" and c["bat.macs.deit_t.keep0.7"].our_value == 0.821
         assert c["bat.macs.deit_s.authors_log"].verdict == "inconsistent"  # keep 0.4's log rounds to 2.1
         assert all(len(x.why) <= 200 for x in c.values())
-    # the clustering too small to discriminate within the counters' spread: inconclusive
-    assert _mac_claims(_fake_macs(clustering=0.002))["bat.macs.deit_s.counts_clustering"].verdict == "inconclusive"
-    # it moves every figure by 0.06: discriminates, against
-    c = _mac_claims(_fake_macs(clustering=0.06, spread=0.001))
-    assert c["bat.macs.deit_s.counts_clustering"].verdict == "not reproduced"
+    # the clustering below the same-cost tolerance (0.06 GMACs of 0.1): the printed precision cannot tell
+    for clustering in (0.002, 0.06):
+        c = _mac_claims(_fake_macs(clustering=clustering))["bat.macs.deit_s.counts_clustering"]
+        assert c.verdict == "inconclusive" and c.details["authors_log_gmacs"] == {}
+    # it adds 0.15 GMACs at every rate while the printed figures are the counts without it: against
+    c = _mac_claims(_fake_macs(clustering=0.15))["bat.macs.deit_s.counts_clustering"]
+    assert c.verdict == "not reproduced" and set(c.details["authors_log_gmacs"]) == {f"{r:g}" for r in
+                                                                                     settings.PAPER_KEEP}
 
 
 def test_layer_norm_macs_is_fvcores_convention_measured():

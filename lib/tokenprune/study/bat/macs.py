@@ -1,7 +1,7 @@
 """§2: BAT's MAC column at the paper's scale (DeiT-S/T, 224 px, batch 1), its parameters, and ToMe's own schedule.
 
 Which token schedule reproduces the printed column (:func:`bat_mac_table`, :func:`mac_column_match`), whether the
-column counts the clustering against the spread between MAC counters (:func:`counts_clustering_decision`), the
+column counts the clustering at the study's tolerance for the same cost (:func:`counts_clustering_decision`), the
 authors' log counter, the parameter count, the third-party summary's objective, and ToMe's printed GFLOPs from our
 count of its own schedule (:func:`tome_mac_table`).
 """
@@ -20,10 +20,11 @@ import torch
 from tokenprune.core.patch import patch
 from tokenprune.measure import macs as flops
 from tokenprune.methods.tome import tome_schedule
-from tokenprune.study.bat.claims import CLAIMS, COUNTS_CLUSTERING_RULE, SUMMARY_STATES
+from tokenprune.study.bat.claims import CLAIMS, SUMMARY_STATES, counts_clustering_rule
 from tokenprune.study.bat.settings import DEIT_S, DEIT_T, PAPER_KEEP
 from tokenprune.study.claims import file_claim
 from tokenprune.study.paper_numbers import BAT, TOME
+from tokenprune.study.tolerances import SAME_COST_GMACS
 from tokenprune.study.verdicts import Decision, Premise
 
 __all__ = ["FVCORE_NORM_PER_ELEMENT", "ClusteringEvidence", "deit_models", "layer_norm_macs", "fvcore_style_macs",
@@ -155,45 +156,56 @@ def mac_column_match(macs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _robust_round(value: float, spread: float, digits: int = 1) -> Optional[float]:
-    """The figure ``value`` prints as at ``digits`` decimals under every counter within ``+-spread`` (relative)
-    of it, or None when counters within that spread would print different figures."""
-    lo, hi = round(value * (1 - spread), digits), round(value * (1 + spread), digits)
-    return lo if lo == hi else None
-
-
 @dataclass(frozen=True)
 class ClusteringEvidence:
-    """What decides ``bat.macs.deit_s.counts_clustering``: the decision, the discriminating keep rates, those where
-    the printed figure is the count with the clustering (``support``) and those where it is the count without."""
+    """What decides ``bat.macs.deit_s.counts_clustering``: the decision, the discriminating keep rates (the counts
+    with and without the clustering differ by more than the tolerance), those where the printed figure is the count
+    with the clustering (``support``), those where it is the count without (``against``), and the largest
+    difference between the two counts with its keep rate (``largest``: ``(keep_rate, gmacs)``)."""
 
     decision: Decision
     discriminating: list
     support: list
     against: list
+    largest: tuple
 
 
-def counts_clustering_decision(rows: Sequence[tuple[float, float, float, float, float]]) -> ClusteringEvidence:
-    """Decide whether a printed MAC column counts the clustering, against the spread between MAC counters.
+def _same_cost(a: float, b: float, tolerance: float) -> bool:
+    """``a`` and ``b`` (GMACs) are the same cost: they differ by at most ``tolerance`` (to 1e-9, float noise aside)."""
+    return round(abs(a - b), 9) <= tolerance
 
-    ``rows``: ``(keep_rate, printed, model_gmacs, total_gmacs, spread)`` with ``spread`` the relative difference
-    between counting conventions at that row (ours = FlopCounterMode vs fvcore's, measured). A rate *discriminates*
-    when, under every counter within ``+-spread``, the transformer-only count prints one figure and the count with
-    the clustering another (:data:`~tokenprune.study.bat.claims.COUNTS_CLUSTERING_RULE`: no discriminating rate, or
+
+def counts_clustering_decision(rows: Sequence[tuple[float, float, float, float]],
+                               tolerance: float = SAME_COST_GMACS) -> ClusteringEvidence:
+    """Decide whether a printed MAC column counts the clustering, at the study's tolerance for the same cost.
+
+    ``rows``: ``(keep_rate, printed, model_gmacs, total_gmacs)``. A rate *discriminates* when the count with the
+    clustering (``total``) and the count without it (``model``) differ by more than ``tolerance`` GMACs
+    (:data:`~tokenprune.study.tolerances.SAME_COST_GMACS`, the printed precision): below it the printed column cannot
+    tell them apart. At a discriminating rate the printed figure is the count it is within ``tolerance`` of, when it
+    is within it of one only (:func:`~tokenprune.study.bat.claims.counts_clustering_rule`: no discriminating rate, or
     mixed evidence, is inconclusive)."""
     disc, support, against = [], [], []
-    for r, printed, model, total, spread in rows:
-        fm, ft = _robust_round(model, spread), _robust_round(total, spread)
-        if fm is None or ft is None or fm == ft:
+    for r, printed, model, total in rows:
+        if _same_cost(model, total, tolerance):
             continue
         disc.append(r)
-        if ft == printed:
+        is_total, is_model = _same_cost(printed, total, tolerance), _same_cost(printed, model, tolerance)
+        if is_total and not is_model:
             support.append(r)
-        elif fm == printed:
+        elif is_model and not is_total:
             against.append(r)
+    largest = max(((r, total - model) for r, _, model, total in rows), key=lambda rg: abs(rg[1]),
+                  default=(math.nan, math.nan))
     values = {"follows_total": bool(support), "never_follows_model": not against,
               "follows_model_only": bool(against) and not support}
-    return ClusteringEvidence(COUNTS_CLUSTERING_RULE.decide(values), disc, support, against)
+    decision = counts_clustering_rule(tolerance).decide(values)
+    if not disc:
+        decision = Decision(decision.verdict, f"the counts with and without the clustering differ by at most "
+                                              f"{abs(largest[1]):.3f} GMACs (keep {largest[0]:g}), within the "
+                                              f"{tolerance:g}-GMAC tolerance for the same cost: the printed "
+                                              "precision cannot tell them apart", decision.rule)
+    return ClusteringEvidence(decision, disc, support, against, largest)
 
 
 def _rates(rates: Sequence[float]) -> str:
@@ -227,28 +239,28 @@ def _file_column_claims(rep: Any, macs: pd.DataFrame, mac_match: pd.DataFrame, n
 
 def _file_counter_claims(rep: Any, macs: pd.DataFrame, mac_match: pd.DataFrame) -> None:
     ds = macs[(macs.model == DEIT_S) & macs.keep_rate.isin(PAPER_KEEP)]
-    rows = []
-    for r in PAPER_KEEP:
-        b = _row(macs, DEIT_S, "merge_dpcknn_budget", r)
-        spread = float(ds[ds.keep_rate == r].counter_spread.max())
-        rows.append((r, _BAT_S["keep"][r]["gmacs"], float(b.gmacs_model), float(b.gmacs_total), spread))
+    budget_rows = {r: _row(macs, DEIT_S, "merge_dpcknn_budget", r) for r in PAPER_KEEP}
+    rows = [(r, _BAT_S["keep"][r]["gmacs"], float(b.gmacs_model), float(b.gmacs_total)) for r, b in budget_rows.items()]
     ev = counts_clustering_decision(rows)
     budget = macs[(macs.model == DEIT_S) & (macs.reducer == "merge_dpcknn_budget") & macs.keep_rate.isin(PAPER_KEEP)]
     max_share = float(budget.reduction_share.max())
-    spreads = [row[4] for row in rows]
-    log07 = _BAT_S["log_gmacs"][0.7] / _row(macs, DEIT_S, "merge_dpcknn_budget", 0.7).gmacs_model - 1
+    spreads = ds.groupby("keep_rate").counter_spread.max()
+    spread_gmacs = float((ds.counter_spread * ds.gmacs_total).max())
+    log07 = _BAT_S["log_gmacs"][0.7] / budget_rows[0.7].gmacs_model - 1
+    r_max, d_max = ev.largest
+    why = (ev.decision.why if not ev.discriminating else
+           f"rates where the counts differ by more than {SAME_COST_GMACS:g} GMACs: {_rates(ev.discriminating)}; the "
+           f"printed figure is the count with the clustering at {_rates(ev.support)}, without at {_rates(ev.against)}")
     file_claim(rep, CLAIMS["bat.macs.deit_s.counts_clustering"],
-               Decision(ev.decision.verdict, f"discriminating rates {_rates(ev.discriminating)}: with the "
-                                             f"clustering at {_rates(ev.support)}, without at {_rates(ev.against)}",
-                        ev.decision.rule),
+               Decision(ev.decision.verdict, why, ev.decision.rule),
                paper_value=_PRINTED_COLUMN,
-               our_value=f"clustering share up to {max_share:.2%}; counters' spread "
-                         f"{min(spreads):.2%}-{max(spreads):.2%}; discriminating rates: {_rates(ev.discriminating)}",
-               why=f"the clustering is at most {max_share:.2%} of the MACs; counters differ by "
-                   f"{min(spreads):.2%}-{max(spreads):.2%}",
-               details={"reason": ev.decision.why,
+               our_value=f"clustering up to {d_max * 1e3:.1f} MMACs (keep {r_max:g}, {max_share:.2%} of the MACs); "
+                         f"discriminating rates: {_rates(ev.discriminating)}",
+               details={"reason": ev.decision.why, "same_cost_tolerance_gmacs": SAME_COST_GMACS,
+                        "clustering_gmacs": {f"{r:g}": total - model for r, _, model, total in rows},
                         "counters": f"ours = FlopCounterMode (matrix products) vs fvcore's convention "
-                                    f"(+{FVCORE_NORM_PER_ELEMENT} per LayerNorm element), measured",
+                                    f"(+{FVCORE_NORM_PER_ELEMENT} per LayerNorm element), measured: they differ by "
+                                    f"{spreads.min():.2%}-{spreads.max():.2%} (up to {spread_gmacs:.3f} GMACs)",
                         "authors_log_gmacs": {f"{r:g}": _BAT_S["log_gmacs"][r] for r in ev.discriminating},
                         "authors_log_vs_ours_keep0.7": log07})
     bad = mac_match[~mac_match.log_rounds_to_paper]
@@ -283,8 +295,8 @@ def _file_deit_t_claims(rep: Any, macs: pd.DataFrame) -> None:
 def file_mac_claims(rep: Any, macs: pd.DataFrame, mac_match: pd.DataFrame, num_clusters: int) -> None:
     """The MAC-column claims: each printed DeiT-S figure for BAT inside EViT's budget (the schedule chosen because it
     reproduces the column: consistency checks), the same column for the variant the accuracy comparisons use,
-    whether the column counts the clustering (against the counters' spread), whether it is the authors' log counter,
-    and DeiT-T's baseline and BAT figure."""
+    whether the column counts the clustering (at the tolerance for the same cost), whether it is the authors' log
+    counter, and DeiT-T's baseline and BAT figure."""
     _file_column_claims(rep, macs, mac_match, num_clusters)
     _file_counter_claims(rep, macs, mac_match)
     _file_deit_t_claims(rep, macs)

@@ -3,8 +3,9 @@
 Every method gets the uniform keep rate whose total MACs come closest to EViT-with-fusion's at each budget
 (:func:`matched_set`); every configuration runs on the same images (:func:`proxy_sweep`); BAT minus EViT is paired
 per image and its slope over keep rates fitted (:func:`bat_minus_evit`). The claims: the gap grows at low keep rates,
-BAT's kept set is more diverse, BAT beats EViT at 0.7 and 0.5, and the summary's 'static importance' flaw
-(:func:`kept_set_overlap`).
+BAT beats EViT at 0.7 and 0.5, and the summary's 'static importance' flaw (:func:`kept_set_overlap`). Whether BAT's
+kept set is more diverse needs no accuracy model: it is decided on the photo model, the pretrained ViT-S/14 on real
+photos, at equal token counts (:func:`file_photo_diversity_claims`); the proxy's diversity is shown, not decided.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from tokenprune.measure.power import Design
 from tokenprune.measure.trend import Trend, trend_contrast
 from tokenprune.study.proxy import chosen
 from tokenprune.study.bat.claims import CLAIMS, TWO_IMAGES
-from tokenprune.study.bat.comparisons import brief, paired_decision, pick, sd_source
+from tokenprune.study.bat.comparisons import brief, paired_decision, pick
 from tokenprune.study.bat.effects import effect_vs_evit, paper_gap, paper_gap_slope
 from tokenprune.study.bat.settings import DEIT_S
 from tokenprune.study.claims import file_claim
@@ -36,14 +37,22 @@ from tokenprune.study.paper_numbers import BAT
 from tokenprune.study.proxy.audit_model import gated
 from tokenprune.study.verdicts import Premise
 
-__all__ = ["VARIANT", "proxy_premises", "ProxyImages", "load_images", "Sweep", "Gaps", "proxy_methods", "matched_set",
-           "check_token_counts", "proxy_sweep",
-           "bat_minus_evit", "vs_evit_pairs", "trend_design", "file_proxy_claims", "kept_set_overlap",
+__all__ = ["VARIANT", "DIVERSITY_PAIR", "DIVERSITY_VARIANT", "PHOTO_VARIANTS", "PHOTO_MODELS", "proxy_premises",
+           "ProxyImages", "load_images", "Sweep", "Gaps", "proxy_methods", "matched_set", "check_token_counts",
+           "proxy_sweep", "bat_minus_evit", "vs_evit_pairs", "trend_design", "file_proxy_claims", "diversity_rates",
+           "photo_diversity", "file_diversity_claims", "file_photo_diversity_claims", "kept_set_overlap",
            "file_static_scores_claim"]
 
 #: the BAT variant that the accuracy claims decide (sections 4-6)
 VARIANT = ("merge_dpcknn (n_keep attentive tokens + the clusters, added) at the uniform keep rate whose total MACs "
            "match EViT's at the budget (table matched_configs)")
+#: the pair of ``bat.proxy.diversity.*`` (BAT, EViT) and BAT's variant there: as many tokens as EViT
+DIVERSITY_PAIR = ("BAT in EViT's budget", "EViT (fusion)")
+DIVERSITY_VARIANT = "merge_dpcknn_budget (EViT's token counts: n_keep + 1 - clusters attentive tokens + the clusters)"
+#: crops per photo of the diversity claims (notebook 03's variants: centre, zoomed centre, left/top square, flip)
+PHOTO_VARIANTS = 4
+#: the photo models (setting figure_model) in words
+PHOTO_MODELS = {"vit_s14": "the pretrained ViT-S/14", "random_tiny": "a random ViT-Ti/16"}
 
 
 def proxy_premises(cfg: Any) -> list[Premise]:
@@ -284,28 +293,70 @@ def _file_trend(rep: Any, trend: Trend, preds: Mapping[str, Any], keep_rates: Se
                ci=[round(trend.low * 100, 3), round(trend.high * 100, 3)], design=g.design, details=details)
 
 
-def _file_diversity(rep: Any, gaps: pd.DataFrame, div: Mapping[str, dict], keep_rates: Sequence[float], n_div: int,
-                    div_block: int, n_test: int, max_scale: str) -> None:
+def diversity_rates(keep_rates: Sequence[float]) -> list[float]:
+    """The keep rates of ``bat.proxy.diversity.*``: the lowest of ``keep_rates`` and 0.5 when it is one of them."""
+    return sorted({min(keep_rates), 0.5} & set(keep_rates))
+
+
+def photo_diversity(model: torch.nn.Module, images: torch.Tensor, photos: Sequence[str], bat_opts: dict,
+                    keep_rates: Sequence[float], block: int) -> pd.DataFrame:
+    """Per image (``photos``: the photo each image was cut from) and keep rate, the mean pairwise cosine distance of
+    the tokens leaving ``block`` for EViT (fusion) and for BAT inside EViT's budget (``merge_dpcknn_budget``) at the
+    same keep rate: both keep as many tokens (and cost the same model MACs)."""
+    rows = []
+    for r in keep_rates:
+        for method, conf in ((DIVERSITY_PAIR[1], PruneConfig(reducer="fuse_attention", keep_rate=r)),
+                             (DIVERSITY_PAIR[0], PruneConfig(reducer="merge_dpcknn_budget", keep_rate=r,
+                                                             reducer_options=tuple(sorted(bat_opts.items()))))):
+            d = kept_tokens.kept_token_diversity(conf.apply(copy.deepcopy(model)), images, block=block,
+                                                 batch=len(images))
+            rows += [{"keep_rate": r, "method": method, "image": i, "photo": photo, "cosine_distance": float(c),
+                      "tokens": int(n)} for i, (photo, c, n) in enumerate(zip(photos, d["cosine_distance"],
+                                                                              d["tokens"]))]
+    return pd.DataFrame(rows)
+
+
+def file_diversity_claims(rep: Any, table: pd.DataFrame, on: str, block: int, seed: int) -> None:
+    """``bat.proxy.diversity.*`` from a :func:`photo_diversity` table measured ``on`` (model and image size, in
+    words): per keep rate BAT - EViT per image, the photo the unit (two-stage cluster bootstrap, its crops nested);
+    a rate where fewer than two tokens are left (no pairwise distance) is not filed."""
+    from tokenprune.study.varmedad.designs import cluster_bootstrap_ci, cluster_design
+
     decl = CLAIMS["bat.proxy.diversity.keep{keep:g}"]
-    for r_div in sorted({min(keep_rates), 0.5} & set(keep_rates)):
-        g = gaps[gaps.keep_rate == r_div].iloc[0]
-        if not np.isfinite(g.cosdist_diff):
+    n_photos = int(table.photo.nunique())
+    for r, t in table.groupby("keep_rate"):
+        a, b = (t[t.method == m].sort_values("image") for m in DIVERSITY_PAIR)
+        diff, photos = a.cosine_distance.to_numpy() - b.cosine_distance.to_numpy(), a.photo.to_numpy()
+        if not np.isfinite(diff).any():
             continue
-        nb, ne = (float(np.mean(div[f"{mm} @ {r_div:g}"]["tokens"])) for mm in ("BAT", "EViT (fusion)"))
-        a_cd = np.asarray(div[f"BAT @ {r_div:g}"]["cosine_distance"], dtype=float)
-        b_cd = np.asarray(div[f"EViT (fusion) @ {r_div:g}"]["cosine_distance"], dtype=float)
-        ok = np.isfinite(a_cd) & np.isfinite(b_cd)
-        design = (Design.paired(a_cd[ok], b_cd[ok], unit="images", n_max=max(n_test, int(ok.sum())),
-                                max_scale=max_scale, scale=1.0, sd_source=sd_source(int(ok.sum())))
-                  if ok.sum() >= 2 else None)
-        decision, details = brief(decl.rule().decide(g.cosdist_diff, g.cosdist_diff_low, g.cosdist_diff_high),
-                                  f"{g.cosdist_diff:+.4f} [{g.cosdist_diff_low:+.4f}, {g.cosdist_diff_high:+.4f}] on "
-                                  f"{n_div} images, tokens leaving block {div_block} (BAT {nb:.0f}, EViT {ne:.0f})",
-                                  {"effect": "the paper prints no diversity: the design is shown without a gate",
-                                   "variant": VARIANT})
-        file_claim(rep, decl, decision, keys={"keep": r_div}, paper_value="BAT > EViT",
-                   our_value=round(g.cosdist_diff, 4), ci=[round(g.cosdist_diff_low, 4), round(g.cosdist_diff_high, 4)],
-                   design=design.record() if design is not None else None, details=details)
+        ci = cluster_bootstrap_ci(diff, photos, seed=seed)
+        design = cluster_design(diff, photos, "photos", n_photos, f"the {n_photos} photos here")
+        decision, details = brief(decl.rule().decide(ci.estimate, ci.low, ci.high),
+                                  f"{ci.estimate:+.4f} [{ci.low:+.4f}, {ci.high:+.4f}] on {len(diff)} crops of "
+                                  f"{n_photos} photos ({on}), {int(a.tokens.iloc[0])} tokens each leaving block "
+                                  f"{block}", {"effect": "the paper prints no diversity: the design is shown without "
+                                                         "a gate", "model": on, "variant": DIVERSITY_VARIANT})
+        file_claim(rep, decl, decision, keys={"keep": float(r)}, paper_value="BAT > EViT",
+                   our_value=round(ci.estimate, 4), ci=[round(ci.low, 4), round(ci.high, 4)], design=design.record(),
+                   details=details)
+
+
+def file_photo_diversity_claims(rep: Any, cfg: Any, bat_opts: dict) -> pd.DataFrame:
+    """``bat.proxy.diversity.*`` on the photo model (``cfg.figure_model`` at ``cfg.figure_img`` px: the pretrained
+    ViT-S/14; smoke: a random small ViT), whatever the accuracy model: notebook 03's crops of every real photo
+    (:func:`tokenprune.study.varmedad.subjects.photo_batch`), tokens leaving block 10 (the last location), decided by
+    :func:`file_diversity_claims`. Returns the per-image table (:func:`photo_diversity`)."""
+    from tokenprune.study.bat.figures import figure_model
+    from tokenprune.study.varmedad.subjects import photo_batch
+
+    model = figure_model(cfg.figure_model, cfg.figure_img)[0].eval()
+    images, _, names = photo_batch(cfg.figure_img, PHOTO_VARIANTS)
+    block = min(10, len(model.blocks))
+    table = photo_diversity(model, images, [n.split("#")[0] for n in names], bat_opts, diversity_rates(cfg.keep_rates),
+                            block)
+    on = f"{PHOTO_MODELS.get(cfg.figure_model, cfg.figure_model)}, {cfg.figure_img} px"
+    file_diversity_claims(rep, table, on, block, cfg.seed)
+    return table
 
 
 def _file_vs_evit(rep: Any, preds: Mapping[str, Any], full_preds: Mapping[str, Any], keep_rates: Sequence[float],
@@ -324,13 +375,12 @@ def _file_vs_evit(rep: Any, preds: Mapping[str, Any], full_preds: Mapping[str, A
 
 
 def file_proxy_claims(rep: Any, gaps: Gaps, sweep: Sweep, full_preds: Mapping[str, Any], keep_rates: Sequence[float],
-                      base_name: str, n_div: int, div_block: int, n_test: int, max_scale: str, seed: int) -> None:
-    """The proxy-scale claims, each a direction on a paired interval with its design: the gap's slope over keep
-    rates is negative (on the sweep's images; effect in dispute: the printed gaps' slope); BAT's kept set is more
-    diverse than EViT's (lowest rate and 0.5; no effect in dispute); BAT beats EViT at 0.7 and 0.5 (on the full test
-    split where :func:`~tokenprune.study.bat.comparisons.decisive_predictions` ran the pair, else on the sweep's)."""
+                      base_name: str, n_test: int, max_scale: str, seed: int) -> None:
+    """The claims on the accuracy model, each a direction on a paired interval with its design: the gap's slope over
+    keep rates is negative (on the sweep's images; effect in dispute: the printed gaps' slope); BAT beats EViT at 0.7
+    and 0.5 (on the full test split where :func:`~tokenprune.study.bat.comparisons.decisive_predictions` ran the
+    pair, else on the sweep's). The diversity claims: :func:`file_photo_diversity_claims`."""
     _file_trend(rep, gaps.trend, sweep.preds, keep_rates, base_name, n_test, max_scale)
-    _file_diversity(rep, gaps.table, sweep.diversity, keep_rates, n_div, div_block, n_test, max_scale)
     _file_vs_evit(rep, sweep.preds, full_preds, keep_rates, base_name, n_test, max_scale, seed)
 
 

@@ -24,7 +24,8 @@ PARAMETERS: dict[str, str] = {
                    "by its criteria alone; paper profile: DeiT-S",
     "n_eval": "test images of the sweep tables, the trend and the fine-tuning (every configuration runs on them)",
     "n_full": "test images of the claim-deciding pairwise comparisons (0: the proxy's full test split)",
-    "n_div": "test images for the diversity of the kept set",
+    "n_div": "test images for the diversity of the kept set on the accuracy model (shown; the diversity claims are "
+             "decided on the photo model, figure_model)",
     "keep_rates": "EViT keep rates that set the MAC budgets of the proxy comparison",
     "ablation_keep_rates": "keep rates (MAC budgets) of the ablations",
     "bench_batch": "images per timed batch at DeiT-S scale",
@@ -44,8 +45,9 @@ PARAMETERS: dict[str, str] = {
     "dtype": "precision of the proxy's evaluations and of its in-notebook fine-tunes: fp32 | bf16 (autocast)",
     "sweep_batch": "images per batch of the proxy evaluation",
     "threads": "torch threads (0: torch's default); 1 is robust on a shared 2-core CPU",
-    "figure_model": "model of the photo figures: vit_s14 (pretrained) | random_tiny (smoke)",
-    "figure_img": "image size of the photo figures",
+    "figure_model": "model of the photo figures and of the kept-set diversity claims: vit_s14 (pretrained) | "
+                    "random_tiny (smoke)",
+    "figure_img": "image size of the photo figures and of the diversity claims' photo crops",
     "photos": "photos shown",
     "deit_weights": "paper profile: local DeiT-S checkpoint (deit_small_patch16_224-cd65a155.pth)",
     "imagenet_root": "paper profile: ImageNet folders (see data/README.md)",
