@@ -12,6 +12,7 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import prune_state
 from tokenprune.measure import intervals
+from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
 from tokenprune.study import paper_runs, params, report, verdicts
@@ -41,7 +42,7 @@ def _subjects(n_max=None):
 
 # ---------------------------------------------------------------------------------------------- declarations
 def test_every_declaration_is_complete_and_of_this_paper():
-    assert vc.CLAIMS.paper == "varmedad" and len(vc.CLAIMS) == 34 - 3 + 1 + len(vc.PAPER_SCALE_TWINS) + 6
+    assert vc.CLAIMS.paper == "varmedad" and len(vc.CLAIMS) == 35 - 3 + 1 + len(vc.PAPER_SCALE_TWINS) + 6
     for d in vc.CLAIMS.values():
         assert d.kind in KINDS and d.setting in SETTINGS and d.section.startswith("§")
         assert d.quote.startswith('"') or d.quote == "none: our hypothesis"
@@ -62,7 +63,8 @@ def test_kinds_of_the_objections():
     assert kind["varmedad.obj1.eq6_zero"] == ("transcription", "inconsistent")
     assert kind["varmedad.obj8.table1_drop"] == ("transcription", "consistent")
     assert kind["varmedad.eq7.median_axis"] == ("reviewer objection", "upheld")
-    for cid in ("varmedad.obj2.{source}", "varmedad.obj3.high_vs_low_variance", "varmedad.obj4.temperature",
+    for cid in ("varmedad.obj2.{source}", "varmedad.obj3.high_vs_low_variance",
+                "varmedad.obj4.temperature_at_least_1e-2", "varmedad.obj4.temperature_to_zero",
                 "varmedad.obj5.variance_vs_evit", "varmedad.obj7.offtheshelf_matched",
                 "varmedad.settle.background_share"):
         assert kind[cid] == ("reviewer objection", "rejected")
@@ -165,24 +167,62 @@ def test_profiles_pass_the_parameter_check(profile):
 
 
 
-def _axis_values(jac, acc, p, eq):
-    return {vc.MEDAD_JAC: jac, vc.MEDAD_ACC: acc, "McNemar p < 0.05, readings": p < 0.05,
-            f"equivalent within +-{settings.EQUIV_MARGIN * 100:g} points": eq}
+@pytest.mark.parametrize("jac,want", [
+    ((0.44, 0.40, 0.48), "reproduced"),        # fewer patches kept by both readings than by one: they differ
+    ((0.90, 0.85, 0.95), "not reproduced"),    # more than 6/7 of the kept patches shared: the same selection
+    ((0.60, 0.55, 0.65), "inconclusive"),      # they differ in part
+    ((0.50, 0.40, 0.60), "inconclusive"),      # the interval reaches the bar
+    ((0.76, 0.70, 0.80), "inconclusive")])
+def test_medad_axis_rule(jac, want):
+    """Eq. 7's axis is decided on the kept sets alone: no accuracy quantity enters the rule."""
+    assert vc.MEDAD_AXIS_RULE.decide({vc.MEDAD_JAC: jac}).verdict == want
 
 
-@pytest.mark.parametrize("jac,acc,p,eq,want", [
-    ((0.5, 0.45, 0.55), (1.5, 0.8, 2.2), 0.001, False, "reproduced"),        # different sets, different accuracy
-    ((0.5, 0.45, 0.55), (0.0, -0.1, 0.1), 0.9, True, "not reproduced"),       # accuracy equal within 0.2 points
-    ((0.9, 0.88, 0.92), (1.5, 0.8, 2.2), 0.001, False, "inconclusive"),       # nearly the same sets
-    ((0.5, 0.45, 0.55), (0.3, -0.5, 1.1), 0.4, False, "inconclusive")])       # neither shown
-def test_medad_axis_rule(jac, acc, p, eq, want):
-    assert vc.MEDAD_AXIS_RULE.decide(_axis_values(jac, acc, p, eq)).verdict == want
+def test_medad_axis_bars_mean_what_they_say():
+    """Equal-size kept sets with Jaccard J share 2J / (1 + J) of their patches: below the 'differ' bar fewer patches
+    are kept by both readings than by one only; above the 'same' bar more than 6/7 are shared; chance lies below."""
+    k = 60
+    for shared in range(k + 1):
+        j = shared / (2 * k - shared)
+        assert (j < settings.JAC_DIFFER) == (shared < 2 * k - 2 * shared)
+    assert 2 * settings.JAC_SAME / (1 + settings.JAC_SAME) == pytest.approx(6 / 7)
+    assert rankstats.chance_jaccard(256, settings.R_MAIN) < settings.JAC_DIFFER < settings.JAC_SAME
+
+
+def test_medad_similar_rule_reaches_every_verdict_and_scales_its_margin():
+    rule = vc.CLAIMS["varmedad.variance_vs_medad"].rule(1.0)
+    assert rule.margin == pytest.approx(settings.EQUIV_MARGIN * 100)
+    assert rule.decide(0.02, -0.1, 0.14, -0.08, 0.12).verdict == "reproduced"       # 90 % interval inside +-0.2
+    assert rule.decide(2.6, 0.3, 5.2, 0.7, 4.8).verdict == "not reproduced"          # 95 % interval beyond +0.2
+    assert rule.decide(2.6, 0.1, 5.2, 0.5, 4.8).verdict == "inconclusive"            # 95 % interval reaches it
+    wide = vc.CLAIMS["varmedad.variance_vs_medad"].rule(20.0)                    # a proxy 20 x as sensitive
+    assert wide.margin == pytest.approx(4.0) and wide.decide(2.6, 0.3, 3.5, 0.7, 3.2).verdict == "reproduced"
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError):
+            vc.medad_similar_rule(bad)
+
+
+@pytest.mark.parametrize("share,want", [(0.9999, "reproduced"), (0.99, "reproduced"), (0.95, "inconclusive"),
+                                        (0.9, "inconclusive"), (0.5, "not reproduced"), (float("nan"), "inconclusive")])
+def test_temperature_flat_rule(share, want):
+    assert vc.TEMPERATURE_FLAT_RULE.decide(share).verdict == want
+
+
+def test_exact_bars_refuses_crossed_bars():
+    with pytest.raises(ValueError):
+        vc.ExactBars("x", 0.5, 0.9)
+
+
+def test_background_share_tolerance_is_a_share_of_patches():
+    """The background-share claim's rule and effect are in points of background share (patches), not ImageNet top-1
+    points, so no proxy sensitivity factor applies to them."""
+    decl = vc.CLAIMS["varmedad.settle.background_share"]
+    assert vc.BACKGROUND_RULE.unit == "points of background share" and vc.BACKGROUND_RULE.threshold == 0
+    assert "background share" in decl.unit and "top-1" not in decl.unit
+    assert decl.effect == settings.EFFECTS["background_share"] and decl.premises == (chosen.FINE_GRAINED_BAR,)
 
 
 @pytest.mark.parametrize("rule,args,want", [
-    (vc.VS_MEDAD_RULE, (0.8, 0.3, 1.3, 0.01), "reproduced"),
-    (vc.VS_MEDAD_RULE, (-0.8, -1.3, -0.3, 0.01), "not reproduced"),
-    (vc.VS_MEDAD_RULE, (0.1, -0.4, 0.6, 0.7), "inconclusive"),
     (vc.MEDAD_R03_RULE, (-1.0, -2.0, -0.1), "reproduced"),
     (vc.MEDAD_R03_RULE, (-6.0, -7.0, -5.0), "not reproduced"),
     (vc.MEDAD_R03_RULE, (-3.0, -4.0, -2.0), "inconclusive"),
@@ -273,19 +313,52 @@ def test_temperature_claim_needs_a_temperature_that_moves_the_weights(monkeypatc
     preds, table, cfg, subj = _sensitivity_inputs(1e-2)
     rep = _rep()
     sensitivity.sensitivity(rep, preds, table, 1.0, cfg, subj)
-    t = _claim(rep, "varmedad.obj4.temperature")
+    t = _claim(rep, "varmedad.obj4.temperature_to_zero")
     assert (t.outcome, t.verdict) == ("holds", "rejected") and t.details["judged"] == ["variance_T1e-9"]
     d = sensitivity.temperature_distance(subj, "m", 0.5, {"a": 1e-9, "b": 1e3})
     assert d["a"] > settings.TV_MIN > d["b"]
     monkeypatch.setattr(sensitivity, "temperature_distance", lambda *a, **k: {"variance_T1e-9": 0.0,
-                                                                               "variance_T1e3": 0.0})
+                                                                               "variance_T1e3": 0.5})
     rep = _rep()
     sensitivity.sensitivity(rep, preds, table, 1.0, cfg, subj)
-    t = _claim(rep, "varmedad.obj4.temperature")
+    t = _claim(rep, "varmedad.obj4.temperature_to_zero")       # only T -> 0 counts: T = 1000 moving is not enough
     assert t.verdict == "inconclusive" and vc.TEMPERATURE_MOVES in t.why
     assert t.details["rule alone"]["verdict"] == "holds"
+    f = _claim(rep, "varmedad.obj4.temperature_at_least_1e-2")  # no photos here: nothing measured
+    assert f.verdict == "not testable here" and f.our_value is None
     b = _claim(rep, "varmedad.obj4.blocks")       # judged on the MAC-matched block sets only
     assert "_matched" in b.unit and b.unit.endswith("at matched MACs")
+
+
+def _photo_subjects(rows):
+    """Subjects whose only ranking source is the real photos, [CLS] rows ``rows`` at every pruning block."""
+    cache = SimpleNamespace(cls_attn={loc: rows for loc in settings.LOCS}, num_prefix_tokens=1)
+    return SimpleNamespace(rank_sources={"photos": cache}, rank_groups={}, photo_source="photos",
+                           n_test_split=None, base_run=None)
+
+
+@pytest.mark.parametrize("scale,want", [(1e-2, "rejected"), (0.1, "inconclusive"), (1.0, "upheld")])
+def test_temperature_at_least_1e2_is_decided_from_the_weights(scale, want):
+    """Scores tiny against T = 0.01 leave the fused token a plain mean (the objection is rejected for T >= 0.01);
+    scores of the order of T make the weights uneven (upheld); the claim rests on no accuracy proxy."""
+    rows = torch.rand(8, 4, 50, generator=torch.Generator().manual_seed(0)) * scale
+    rep = _rep(proxy_holds=False)
+    table = sensitivity.temperature_flat_claim(rep, _photo_subjects(rows))
+    c = _claim(rep, "varmedad.obj4.temperature_at_least_1e-2")
+    assert c.verdict == want and c.premises == [] and c.our_value == pytest.approx(table.effective_share.min())
+    assert set(table.block) == set(settings.LOCS) and table["T"].min() == pytest.approx(settings.T_FLAT_FROM)
+    assert "49 patches" in c.statement               # 50 columns: the [CLS] column and 49 patches
+
+
+def test_temperature_spread_rises_with_t():
+    rows = torch.rand(8, 4, 50, generator=torch.Generator().manual_seed(1))
+    cache = SimpleNamespace(cls_attn={settings.LOCS[0]: rows}, num_prefix_tokens=1)
+    t = sensitivity.temperature_spread({"s": cache})
+    assert "block" not in t and len(t) == 2 * len(sensitivity.T_GRID)
+    for _, g in t.groupby("scorer"):
+        assert (g.sort_values("T").effective_share.diff().dropna() >= -1e-12).all()
+    with pytest.raises(ValueError):
+        sensitivity.temperature_spread({"s": cache}, reduce="max")
 
 
 def test_a_failed_calibration_premise_makes_a_claim_inconclusive():
@@ -327,7 +400,13 @@ def test_robust_claim_files_a_design_and_can_be_not_testable():
     assert verdicts_ == ["not testable here", "inconclusive"]
 
 
-def test_added_claim_functions_file_their_claims():
+def _sensitivity_factor(monkeypatch, factor):
+    """The base model ``m`` as a proxy whose sensitivity factor is ``factor`` (None: not a proxy)."""
+    monkeypatch.setattr(chosen, "sensitivity_of", lambda name: factor if name == "m" else None)
+
+
+def test_added_claim_functions_file_their_claims(monkeypatch):
+    _sensitivity_factor(monkeypatch, 2.0)
     rng = np.random.default_rng(2)
     base = rng.random(400) < 0.8
     worse = base.copy()
@@ -337,22 +416,65 @@ def test_added_claim_functions_file_their_claims():
     rep = _rep()
     sweep.variance_vs_medad(rep, preds, _cfg(), _subjects())
     sweep.medad_r03_claims(rep, preds, _cfg(), _subjects())
-    rows = torch.rand(6, 4, 50, generator=torch.Generator().manual_seed(0))
-    subj = SimpleNamespace(rank_sources={"m (trained)": SimpleNamespace(cls_attn={settings.LOCS[0]: rows},
-                                                                        num_prefix_tokens=1)}, rank_groups={},
-                           n_test_split=None, base_run=None)
-    table = sweep.medad_axis(rep, preds, subj, _cfg())
     got = {c.id: (c.outcome, c.verdict) for c in rep.claims}
-    assert got["varmedad.variance_vs_medad"] == ("holds", "reproduced")              # variance 15 points above
+    assert got["varmedad.variance_vs_medad"] == ("fails", "not reproduced")          # 15 points apart: not similar
     assert got["varmedad.medad_r03.offtheshelf"] == ("fails", "not reproduced")      # MedAD r=0.3 15 points below
-    assert got["varmedad.eq7.median_axis"] == ("holds", "upheld")                    # random rows: readings differ
     by_id = {c.id: c for c in rep.claims}
-    assert by_id["varmedad.variance_vs_medad"].design["effect_in_dispute"] == pytest.approx(0.08)
+    assert by_id["varmedad.variance_vs_medad"].design["effect_in_dispute"] == pytest.approx(0.4)   # 0.2 x 2
     assert by_id["varmedad.variance_vs_medad"].paper_value == pytest.approx(0.08)
     assert by_id["varmedad.medad_r03.offtheshelf"].design["effect_in_dispute"] == pytest.approx(3.0)
     assert by_id["varmedad.medad_r03.offtheshelf"].paper_value == pytest.approx(-3.0)
-    assert 0 <= table.jaccard.iloc[0] < settings.JAC_SAME
     assert all(len(c.why) <= 200 for c in rep.claims)
+
+
+def test_variance_vs_medad_is_similar_when_equal_and_needs_a_sensitivity_factor(monkeypatch):
+    base = np.random.default_rng(4).random(400) < 0.8
+    preds = {n: _preds(base) for n in ("variance", "medad", "variance_r03", "medad_r03")}
+    _sensitivity_factor(monkeypatch, 1.5)
+    rep = _rep()
+    sweep.variance_vs_medad(rep, preds, _cfg(), _subjects())
+    assert _claim(rep, "varmedad.variance_vs_medad").verdict == "reproduced"          # the same predictions
+    _sensitivity_factor(monkeypatch, None)
+    rep = _rep()
+    sweep.variance_vs_medad(rep, preds, _cfg(), _subjects())
+    c = _claim(rep, "varmedad.variance_vs_medad")
+    assert c.verdict == "not testable here" and c.our_value == pytest.approx(0.0)
+
+
+def _axis_rows(kind: str, n: int = 64, patches: int = 49) -> torch.Tensor:
+    """[CLS] rows [n, 4 heads, 1 + patches] on which Eq. 7's two readings give unrelated ('differ') or identical
+    ('same') scores."""
+    g = torch.Generator().manual_seed(3)
+    if kind == "differ":   # the patches' levels set the per-head reading, head noise alone the per-patch one
+        level = torch.rand(n, 1, patches + 1, generator=g)
+        return level + 1e-3 * torch.rand(n, 4, patches + 1, generator=g)
+    # a_hp = 0.5 + s_p e_h, with e of lower median 0 over the heads and s of median 0 over the (odd) patches: both
+    # medians are 0.5, so both readings score |s_p e_h|, the same numbers
+    s = torch.rand(n, 1, patches + 1, generator=g) - 0.5
+    s[..., 1:] -= s[..., 1:].median(dim=-1, keepdim=True).values
+    e = torch.tensor([-1.0, 0.0, 1.0, 2.0]).view(1, 4, 1)
+    return 0.5 + 0.1 * s * e
+
+
+@pytest.mark.parametrize("kind,want", [("differ", "upheld"), ("same", "rejected")])
+def test_medad_axis_is_decided_on_the_photos_kept_sets(kind, want):
+    """Eq. 7's axis is filed from the real photos' kept sets, whatever the accuracy proxy's premise says."""
+    rep = _rep(proxy_holds=False)
+    subj = _photo_subjects(_axis_rows(kind))
+    table = sweep.medad_axis(rep, {}, subj, _cfg())
+    c = _claim(rep, "varmedad.eq7.median_axis")
+    assert c.verdict == want and c.premises == [] and c.design is None
+    assert c.our_value == pytest.approx(table.jaccard.iloc[0], abs=1e-4) and "49 patches" in c.statement
+    if kind == "same":
+        assert table.jaccard.iloc[0] == pytest.approx(1.0)
+
+
+def test_medad_axis_without_photos_is_not_testable():
+    rep = _rep()
+    subj = _photo_subjects(_axis_rows("differ"))
+    subj.photo_source = None
+    sweep.medad_axis(rep, {}, subj, _cfg())
+    assert _claim(rep, "varmedad.eq7.median_axis").verdict == "not testable here"
 
 
 def test_effects_in_dispute_come_from_the_paper_numbers():
@@ -407,7 +529,8 @@ def test_binding_gate_takes_the_undecided_part_with_the_largest_mde_per_effect()
         designs.binding_gate([])
 
 
-def test_variance_vs_medad_gate():
+def test_variance_vs_medad_gate(monkeypatch):
+    _sensitivity_factor(monkeypatch, 1.0)
     rng = np.random.default_rng(6)
     base = rng.random(400) < 0.8
     noisy = _zero_mean_noise(base, 20)                  # 40 discordant images, difference 0
@@ -417,7 +540,7 @@ def test_variance_vs_medad_gate():
         rep = _rep()
         sweep.variance_vs_medad(rep, preds, _cfg(), _subjects(n_max))
         got.append(_claim(rep, "varmedad.variance_vs_medad"))
-    assert got[0].verdict == "not testable here" and got[0].design["n_max"] == 10000   # 0.08 is out of reach
+    assert got[0].verdict == "not testable here" and got[0].design["n_max"] == 10000   # +-0.2 is out of reach
     assert got[1].verdict == "inconclusive"                                             # reachable at 1e9 images
 
 

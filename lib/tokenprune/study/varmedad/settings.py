@@ -10,7 +10,8 @@ from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.training.cached_finetunes import CONFIGS, VARMEDAD as CACHED
 
 __all__ = ["PARAMETERS", "PROFILES", "R_MAIN", "LOCS", "R_AGGRESSIVE", "MEDAD_READINGS", "PAIRS", "JAC_RATES",
-           "EQUIV_MARGIN", "TV_MIN", "JAC_SAME", "MIN_SEEDS", "OVERLAP_STRIDES", "OVERLAP_TOKENS",
+           "EQUIV_MARGIN", "TV_MIN", "JAC_SAME", "JAC_DIFFER", "FLAT_SHARE", "UNEVEN_SHARE", "T_FLAT_FROM",
+           "MIN_SEEDS", "OVERLAP_STRIDES", "OVERLAP_TOKENS",
            "BLOCK_ALTERNATIVES", "EFFECTS", "PAPER_RECIPE"]
 
 PARAMETERS = {
@@ -185,6 +186,21 @@ JAC_RATES = [0.9, 0.7, 0.6, 0.5, 0.3]
 EQUIV_MARGIN = 0.002
 TV_MIN = 0.1          # a tested T can change the fused token only if its Eq. 8 weights move >= 0.1 in total variation
 JAC_SAME = 0.75       # kept sets sharing less than this Jaccard are different selections (chance at r = 0.6: ~0.43)
+# Eq. 7's two readings keep equal-size sets (same keep rate), so a Jaccard J means they share 2J / (1 + J) of their
+# kept patches. The same selection: J above JAC_SAME (more than 6/7 of the kept patches shared, at most one in seven
+# swapped). Materially different: J below JAC_DIFFER, i.e. fewer patches kept by both readings than by only one of
+# them (they disagree on most of what either keeps; under 2/3 of the kept patches shared). Between the two bars they
+# differ in part. Both bars are for the claim's r = 0.6, where two unrelated random kept sets give J ~0.43.
+JAC_DIFFER = 0.5
+# Eq. 8 at T >= T_FLAT_FROM: the fused token is a plain mean when the effective share of the pruned tokens in it
+# (exp(entropy of the weights) / n_pruned) is at least FLAT_SHARE (weights as even as a plain mean over 99 % of the
+# pruned tokens); T visibly reweights it when the share falls below UNEVEN_SHARE (the fused token effectively draws
+# on fewer than nine in ten of the pruned tokens). The share rises with T (the entropy of softmax(s / T) grows with
+# T), so its smallest value over T >= T_FLAT_FROM is the one at T_FLAT_FROM, the lower end of the range the
+# notebook shows as flat.
+T_FLAT_FROM = 1e-2
+FLAT_SHARE = 0.99
+UNEVEN_SHARE = 0.9
 MIN_SEEDS = 3
 OVERLAP_STRIDES = (16, 14, 12, 10, 8)   # 16: no overlap; 12: the paper's
 OVERLAP_TOKENS = 18 * 18   # floor((224 - 16) / 12) + 1 = 18 per side: our derivation (the paper prints no count)
@@ -205,13 +221,19 @@ EFFECTS = {
     "overlap_vs_unpruned": VM["overlap"]["margin"],
     # 'within 3 % at r = 0.3': the distance the threshold claim is about (top-1 points)
     "medad_r03": VM["medad_r03"]["max_drop"],
-    # no number in the paper (falsification, Eq. 7's axis, robustness): the equivalence margin, the smallest top-1
+    # 'MedAD can similarly lead to strong performance' (abstract): equal to variance within the equivalence margin;
+    # an equivalence claim's effect in dispute is its margin (ImageNet top-1 points: on a proxy it is scaled by the
+    # proxy's sensitivity factor, tokenprune.study.proxy.chosen.sensitivity_of)
+    "medad_similar": EQUIV_MARGIN * 100,
+    # no number in the paper (falsification, robustness): the equivalence margin, the smallest top-1
     # difference the study cares about (below every effect in dispute above)
     "no_number": EQUIV_MARGIN * 100,
     # the photo test (cosine of the final [CLS] feature, no labels): no number in the paper or the review; 0.01 in
     # cosine, a hundredth of the scale, as the smallest gap that would make one kept set more faithful than another
     "photo_cosine": 0.01,
     # the background-share test: the review gives no number for 'a large fraction'; one point of background share
-    # (about one kept patch in a hundred) as the smallest difference from chance that statement would care about
+    # (about one kept patch in a hundred) as the smallest difference from chance that statement would care about.
+    # A share of patches, not ImageNet top-1 points: the proxy's sensitivity factor (which carries a tolerance in
+    # ImageNet points to a proxy) does not apply to it
     "background_share": 1.0,
 }

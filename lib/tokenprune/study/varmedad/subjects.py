@@ -176,9 +176,10 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     """Every model and image set of the notebook, with the [CLS] attention rows cached where the pruning
     blocks read them: the trained base model and its test images (``base``, ``x_eval``, ``y_eval``, ``ft_start``
     the start of every fine-tuning run), the real pretrained ViT-S/14 on real photos (``vit14``, ``x_photo``,
-    ``raw_photo``, ``photo_names``, ``cache_photo``), and ``rank_sources`` (label -> cache) with their claim ids
-    ``rank_ids``; ``s14_missing`` says why the optional ViT-S/14 model is absent. ``n_test_split`` is the size of
-    the base model's full test split (the largest scale of every accuracy design)."""
+    ``raw_photo``, ``photo_names``, ``cache_photo``), and ``rank_sources`` (label -> cache; the photos' label is
+    ``photo_source``) with their claim ids ``rank_ids``; ``s14_missing`` says why the optional ViT-S/14 model is
+    absent. ``n_test_split`` is the size of the base model's full test split (the largest scale of every accuracy
+    design)."""
     s = SimpleNamespace()
     if cfg.profile == "paper":
         s.base, s.base_ds, s.x_eval, s.y_eval, s.base_run = load_paper_subject(cfg, device)
@@ -204,8 +205,8 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     # trained models: attention rows on n_rank test images
     s.x_rank = s.x_eval[:cfg.n_rank]
     cache_base = split.cache_tokens(s.base, s.x_rank, LOCS, batch=cfg.eval_batch, dtype="fp32", device=device)
-    s.rank_sources = {f"ViT-S/14 pretrained, real photos, {cfg.photo_size} px": s.cache_photo,
-                      f"{cfg.base_model} (trained)": cache_base}
+    s.photo_source = f"ViT-S/14 pretrained, real photos, {cfg.photo_size} px"   # decides the claims on the photos
+    s.rank_sources = {s.photo_source: s.cache_photo, f"{cfg.base_model} (trained)": cache_base}
     s.rank_ids = ["vit_s14_photos", "trained_base"]       # claim ids stay the same across profiles
     # the independent unit of the photos is the photo: its crops and flip share content (cluster bootstrap)
     s.photo_groups = np.array([n.split("#")[0] for n in s.photo_names])

@@ -16,10 +16,11 @@ from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison, prune_sweep
 from tokenprune.study import verdicts
+from tokenprune.study.proxy import chosen
 from tokenprune.study.why import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
-from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file_on_base, image_design, interval,
-                                               part_summary, part_text)
+from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file, file_on_base, image_design,
+                                               interval, part_summary, part_text)
 from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, R_AGGRESSIVE,
                                                 R_MAIN)
 from tokenprune.study.paper_numbers import VARMEDAD as VM
@@ -176,9 +177,12 @@ def matched_offtheshelf(rep, preds: dict, sweep: pd.DataFrame, tome_match, cfg: 
 
 def medad_axis(rep, preds: dict, subjects: Any, cfg: SimpleNamespace) -> pd.DataFrame:
     """Review major comment 2: over which axis Eq. 7's inner median runs. The per-patch reading (median over heads)
-    against the per-head reading (median over patches): Jaccard of their kept sets at block 4 on every source, and
-    the paired top-1 difference on the trained base model, gated on the paired design of the two readings (effect
-    in dispute: :data:`EFFECTS` ``no_number``; largest scale the full test split)."""
+    against the per-head reading (median over patches): the Jaccard of their kept sets at block 4, r = 0.6, on every
+    source (interval over images; on the photos over the photos, their crops nested). The claim is about which
+    patches MedAD keeps, so it is decided on the kept sets, not on an accuracy proxy: on the real photos through the
+    pretrained ViT-S/14 (``subjects.photo_source``, the source nearest DeiT-S: 6 heads, hundreds of patches) by
+    :data:`~tokenprune.study.varmedad.claims.MEDAD_AXIS_RULE`. The readings' paired top-1 difference on the trained
+    base model stands beside it in the claim's details, deciding nothing."""
     rows = []
     for src, cache in subjects.rank_sources.items():
         sc = rankstats.score_rows(cache.cls_attn[LOCS[0]], ["attention_medad", "attention_medad_global"],
@@ -189,45 +193,71 @@ def medad_axis(rep, preds: dict, subjects: Any, cfg: SimpleNamespace) -> pd.Data
                      "jaccard_high": ci.high,
                      "chance": rankstats.chance_jaccard(sc["attention_medad"].shape[1], R_MAIN)})
     table = pd.DataFrame(rows)
-    j = table[table.source == f"{cfg.base_model} (trained)"].iloc[0]
-    a, b = preds["medad_per_head_reading"], preds["medad"]
-    c = paired_comparison(a, b, seed=cfg.seed)
-    t = significance.tost_paired(a.correct.astype(float), b.correct.astype(float), EQUIV_MARGIN)
-    values = {MEDAD_JAC: (j.jaccard, j.jaccard_low, j.jaccard_high),
-              MEDAD_ACC: (c["top1_diff"] * 100, c["top1_diff_low"] * 100, c["top1_diff_high"] * 100),
-              "McNemar p < 0.05, readings": bool(c["mcnemar_p"] < 0.05),
-              f"equivalent within +-{EQUIV_MARGIN * 100:g} points": bool(t.equivalent)}
-    cid = "varmedad.eq7.median_axis"
-    det = verdicts.Detectable(EFFECTS["no_number"], image_design(a, b, getattr(subjects, "n_test_split", None)))
-    file_on_base(rep, cid, det.gate(CLAIMS[cid].rule().decide(values)), profile=cfg.profile,
-                 base_run=getattr(subjects, "base_run", None), keys={"base_model": cfg.base_model},
-                 our_value=round(c["top1_diff"] * 100, 2), ci=[c["top1_diff_low"] * 100, c["top1_diff_high"] * 100],
-                 design=det.record(), why=f"Jaccard {j.jaccard:.2f} (chance {j.chance:.2f}), TOST p {t.p_value:.2g}",
-                 details={"jaccard by source": table.to_dict("records"), "comparison": part_summary("readings", c),
-                          "tost_p": t.p_value, "design": det.design.text()})
+    decl = CLAIMS["varmedad.eq7.median_axis"]
+    src = getattr(subjects, "photo_source", None)
+    if src not in subjects.rank_sources:
+        file(rep, decl, verdicts.not_testable("no real photos through the pretrained ViT-S/14 were loaded"),
+             keys={"patches": "no"})
+        return table
+    j = table[table.source == src].iloc[0]
+    cache = subjects.rank_sources[src]
+    n_patches = cache.cls_attn[LOCS[0]].shape[2] - cache.num_prefix_tokens
+    details = {"jaccard by source": table.to_dict("records"),
+               "kept patches shared": {"estimate": _shared(j.jaccard), "low": _shared(j.jaccard_low),
+                                       "high": _shared(j.jaccard_high)},
+               "intervals": "cluster bootstrap over the photos, their crops nested"}
+    a, b = preds.get("medad_per_head_reading"), preds.get("medad")
+    if a is not None and b is not None:
+        c = paired_comparison(a, b, seed=cfg.seed)
+        t = significance.tost_paired(a.correct.astype(float), b.correct.astype(float), EQUIV_MARGIN)
+        details[f"{MEDAD_ACC}, trained {cfg.base_model} (not deciding: an accuracy proxy)"] = {
+            **part_summary("readings", c), "tost_p": t.p_value}
+    file(rep, decl, decl.rule().decide({MEDAD_JAC: (j.jaccard, j.jaccard_low, j.jaccard_high)}),
+         keys={"patches": n_patches}, our_value=round(j.jaccard, 4), ci=[j.jaccard_low, j.jaccard_high],
+         why=f"Jaccard {verdicts.fmt_interval(j.jaccard, j.jaccard_low, j.jaccard_high, signed=False)} (chance "
+             f"{j.chance:.2f}): {_shared(j.jaccard):.0%} of the kept patches shared",
+         details=details)
     return table
 
 
+def _shared(jaccard: float) -> float:
+    """The share of its kept patches one of two equal-size kept sets shares with the other, from their Jaccard."""
+    return 2 * jaccard / (1 + jaccard)
+
+
 def variance_vs_medad(rep, preds: dict, cfg: SimpleNamespace, subjects: Any) -> pd.DataFrame:
-    """Table 2's order variance > MedAD (85.90 vs 85.82) on the trained proxy without fine-tuning, paired on the
-    same images at r = 0.6, gated on its paired design with Table 2's margin as the effect in dispute (up to the
-    full test split), with r = 0.3 beside it."""
+    """The abstract's 'MedAD can similarly lead to strong performance' on the trained proxy without fine-tuning,
+    paired on the same images at r = 0.6 (r = 0.3 beside it): MedAD's top-1 equals variance's within the equivalence
+    margin (:func:`~tokenprune.study.varmedad.claims.medad_similar_rule`, paired TOST). The margin is in ImageNet
+    top-1 points, so on a proxy it is scaled by the proxy's sensitivity factor; a model without one (not a proxy
+    notebook 00 chose) leaves the claim not testable here. Gated on the paired design with the (scaled) margin as
+    the effect in dispute, up to the full test split; Table 2's difference (0.08) is the paper's value."""
     rows = [{"keep_rate": r, "a": a, "b": b, **paired_comparison(preds[a], preds[b], seed=cfg.seed)}
             for r, a, b in ((R_MAIN, "variance", "medad"), (R_AGGRESSIVE, "variance_r03", "medad_r03"))]
     df = pd.DataFrame(rows)
     c = df.iloc[0]
     top1 = VM["matched"]["top1"]
     cid = "varmedad.variance_vs_medad"
-    det = verdicts.Detectable(EFFECTS["variance_vs_medad"],
-                              image_design(preds["variance"], preds["medad"], getattr(subjects, "n_test_split", None)))
-    decision = CLAIMS[cid].rule().decide(c.top1_diff * 100, c.top1_diff_low * 100, c.top1_diff_high * 100, c.mcnemar_p,
-                                       what="variance - MedAD")
-    file_on_base(rep, cid, det.gate(decision), profile=cfg.profile, base_run=getattr(subjects, "base_run", None),
+    factor = 1.0 if cfg.profile == "paper" else chosen.sensitivity_of(cfg.base_model)
+    margin = EFFECTS["medad_similar"] * (factor or 1.0)
+    det = verdicts.Detectable(margin, image_design(preds["variance"], preds["medad"],
+                                                   getattr(subjects, "n_test_split", None)))
+    details = {"parts": [part_summary(f"{r.a} - {r.b} at r={r.keep_rate}", r._asdict()) for r in df.itertuples()],
+               "design": det.design.text()}
+    if factor is None:
+        decision = verdicts.not_testable(f"the margin is in ImageNet top-1 points and {cfg.base_model} has no "
+                                         "sensitivity factor (not a proxy notebook 00 chose)")
+    else:
+        t = significance.tost_paired(preds["variance"].correct.astype(float), preds["medad"].correct.astype(float),
+                                     margin / 100)
+        decision = det.gate(CLAIMS[cid].rule(factor).decide(c.top1_diff * 100, c.top1_diff_low * 100,
+                                                             c.top1_diff_high * 100, t.ci_low * 100, t.ci_high * 100))
+        details.update({"margin": f"{EFFECTS['medad_similar']:g} ImageNet points x sensitivity {factor:.3g} = "
+                                  f"{margin:.3g} points", "tost_p": t.p_value})
+    file_on_base(rep, cid, decision, profile=cfg.profile, base_run=getattr(subjects, "base_run", None),
                  paper_value=round(top1["attention_variance"] - top1["attention_medad"], 2),
                  our_value=round(c.top1_diff * 100, 2), ci=[c.top1_diff_low * 100, c.top1_diff_high * 100],
-                 design=det.record(), why=part_text("variance - MedAD", c),
-                 details={"parts": [part_summary(f"{r.a} - {r.b} at r={r.keep_rate}", r._asdict())
-                                    for r in df.itertuples()], "design": det.design.text()})
+                 design=det.record(), why=part_text("variance - MedAD", c), details=details)
     return df
 
 
