@@ -11,7 +11,7 @@ from tokenprune.core import split_forward as split
 from tokenprune.methods import sensitivity
 from tokenprune.measure.rank_statistics import rank_correlations
 from tokenprune.study import paper_runs, params
-from tokenprune.study.decoupling import claims, data, filing, heads, settings
+from tokenprune.study.decoupling import claims, data, evidence, heads, settings
 
 
 def test_paper_settings_only_at_paper():
@@ -80,13 +80,13 @@ def _run(shortened: bool):
 
 def test_training_premise_reads_the_runs_of_the_claim():
     s = lambda run: SimpleNamespace(run=run)  # noqa: E731
-    assert filing.training_premise(s(None)) is None                    # the proxies' base models: no training premise
+    assert evidence.training_premise(s(None)) is None                  # the proxies' base models: no training premise
     whole, short = _run(False), _run(True)
-    assert filing.training_premise(s(whole)).holds
-    p = filing.training_premise(s(whole), s(short))
+    assert evidence.training_premise(s(whole)).holds
+    p = evidence.training_premise(s(whole), s(short))
     assert not p.holds and "decoupling_fgvc_finetune" in p.detail and p.name == paper_runs.FULL_SCHEDULE
     given = paper_runs.TrainedRun(whole.spec, None, "given", None, "/ckpt/cub_small.pth")
-    assert filing.training_premise(s(given)).holds
+    assert evidence.training_premise(s(given)).holds
 
 
 def test_fd_tokens_drawn():

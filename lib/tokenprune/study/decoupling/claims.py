@@ -10,6 +10,13 @@ their own
 dataset. The two reviewer objections (the centre prior) are ours: their rule checks the paper's side, so a rule that
 holds rejects them. Where the summary gives no number, the effect in dispute is the ``margin`` parameter (``effect``
 None: :func:`effect_in_dispute`).
+
+Two rules of the study are declared here. A tolerance given in ImageNet points that meets a proxy is scaled by the
+proxy's sensitivity factor (:func:`tokenprune.study.proxy.chosen.sensitivity_of`), or the claim is not testable
+(premise :data:`SENSITIVITY_KNOWN`): the equivalence margin of 'almost identical' faithfulness, and the band of
+DeiT-S's pruning cost that says which configurations the title claim counts (:func:`regime_band`). A figure the
+summary gives for one dataset is not transferred to another (premise :data:`FIGURE_FOR_DATASET`): the "more than six
+percentage points" are FGVC-Aircraft's.
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from types import SimpleNamespace
 from typing import Any, Optional
 
 from tokenprune.study import verdicts
+from tokenprune.study.proxy import plan
 from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
 from tokenprune.study.claims import Declaration, DeclarationTable
 from tokenprune.study.decoupling.data import PAPER_DIRS
@@ -25,8 +33,11 @@ from tokenprune.study.paper_numbers import DECOUPLE
 from tokenprune.study.paper_runs import FULL_SCHEDULE, paper_scale_id
 from tokenprune.study.verdicts import AllOf, Above, Below, Beyond, Criteria, Flag, Inside
 
-__all__ = ["CLAIMS", "KEYS", "GAIN_THRESHOLD_PP", "DECOUPLED_MARGIN", "FAST_TOLERANCE_PCT", "CEILING", "STAND_IN",
-           "ENOUGH_CONFIGS", "ENOUGH_CONFIGS_PER_KEEP", "PAPER_VALUE", "declaration", "effect_in_dispute",
+__all__ = ["CLAIMS", "KEYS", "GAIN_THRESHOLD_PP", "GAIN_DATASET", "DECOUPLED_MARGIN", "FAST_TOLERANCE_PCT",
+           "REGIME_CRITERION", "REGIME_BAND", "regime_band", "SCALED_MARGIN_KEYS", "scaled_margin",
+           "HEAD_PARAMS_FROM_SOURCES", "CEILING", "STAND_IN", "ENOUGH_CONFIGS", "ENOUGH_CONFIGS_PER_KEEP",
+           "SENSITIVITY_KNOWN", "FIGURE_FOR_DATASET", "EARLY_PARTS_HIDDEN", "HEAD_SIZE_GIVEN", "PAPER_VALUE",
+           "declaration", "effect_in_dispute",
            "rule_texts", "coverage_gain_rule", "coverage_better_rule", "centre_prior_everywhere_rule",
            "early_late_null_rule", "human_features_rule", "equal_faithfulness_rule", "intermediate_layer_rule",
            "low_keep_rate_rule", "larger_model_null_rule", "capacity_control_rule", "BEATS_CENTRE_RULE",
@@ -36,19 +47,59 @@ QUOTE = DECOUPLE["quotes"]
 
 #: the summary's magnitude: "more than six percentage points" is a threshold
 GAIN_THRESHOLD_PP = DECOUPLE["coverage_gain_aircraft_pp"]
+#: the one dataset the summary gives that figure for (FGVC-Aircraft): it is not transferred to another
+GAIN_DATASET = "aircraft"
 #: "decoupled": the rank correlation of coverage and faithfulness across configurations lies inside +-0.2 (a weak
 #: correlation at most: |rho| < 0.2 explains under 4 % of the rank variance); "coupled": above +0.2
 DECOUPLED_MARGIN = 0.2
 #: "just as fast": the scorer's extra MACs over EViT's [CLS]-attention scorer, at most this share (%) of the
 #: unpruned model's MACs (analytic, at every keep rate)
 FAST_TOLERANCE_PCT = 1.0
+#: the predictor head's parameter count as the sources give it; None: no source gives it (the press summary names no
+#: size, the paper was not found), so the head judged by "just as fast" is ours (:data:`HEAD_SIZE_GIVEN`)
+HEAD_PARAMS_FROM_SOURCES: Optional[int] = None
+
+#: the pre-registered band of DeiT-S's off-the-shelf pruning cost, points of top-1 (notebook 00's K2: EViT at keep 0.7,
+#: anchored on DeiT-class models at about 3 GMACs; K3 is not used: "ours, deliberately wide", with no source): the
+#: regime in which the papers' pruning costs what it costs DeiT-S
+REGIME_CRITERION = next(c for c in plan.CRITERIA if c.id == "K2")
+REGIME_BAND = (REGIME_CRITERION.low, REGIME_CRITERION.high)
+
+
+def regime_band(sensitivity: Optional[float]) -> Optional[tuple[float, float]]:
+    """The band of agreement cost (100 - agreement %, points) in which a configuration counts for the title claim:
+    :data:`REGIME_BAND` x the proxy's ``sensitivity`` factor; None (every configuration counts) at paper scale,
+    ``sensitivity`` None."""
+    return None if sensitivity is None else (REGIME_BAND[0] * sensitivity, REGIME_BAND[1] * sensitivity)
+
+
+#: the claims whose ``margin`` is a tolerance in ImageNet points (top-1 agreement), scaled on a proxy
+SCALED_MARGIN_KEYS = ("equal_faithfulness",)
+
+
+def scaled_margin(margin: float, sensitivity: Optional[float]) -> float:
+    """``margin`` (ImageNet points) x the proxy's ``sensitivity`` factor (1 at paper scale; unscaled with none, for the
+    rule alone of a claim whose :data:`SENSITIVITY_KNOWN` fails)."""
+    return float(margin) * (1.0 if sensitivity is None else float(sensitivity))
+
 
 #: premises built from this run's measurements, given per filing
 CEILING = "at least one agreement below the ceiling (at the ceiling, 'equal faithfulness' is uninformative)"
 STAND_IN = ("SynthBirds' class-defining parts stand in for 'the features humans would use', and at least 2 "
             "evaluation images show one")
-ENOUGH_CONFIGS = "at least 5 configurations with a forward pass"
-ENOUGH_CONFIGS_PER_KEEP = "at least 5 configurations with a forward pass in some keep rate"
+#: the configurations the title claim counts: with a forward pass and, on a proxy, in DeiT-S's cost regime (agreement
+#: cost within :data:`REGIME_BAND` x the proxy's sensitivity factor, :func:`regime_band`); every one at paper scale
+ENOUGH_CONFIGS = "at least 5 configurations in DeiT-S's cost regime"
+ENOUGH_CONFIGS_PER_KEEP = "at least 5 configurations in DeiT-S's cost regime in some keep rate"
+#: fails as not testable: a tolerance in ImageNet points meets a proxy whose sensitivity factor (notebook 00) is unknown
+SENSITIVITY_KNOWN = "the proxy's sensitivity factor is known"
+#: fails as not testable: "more than six percentage points" is FGVC-Aircraft's figure, not transferred to another
+FIGURE_FOR_DATASET = "the summary gives its figure for this dataset"
+#: a premise about the dataset, decided by its construction: where an early block's local features already locate
+#: the parts, 'the gap disappears early' and 'largest at an intermediate block' say nothing about depth
+EARLY_PARTS_HIDDEN = "the dataset's parts are not located by an early block's local features (by construction)"
+#: "just as fast" judges the head's extra cost: the head must be the paper's
+HEAD_SIZE_GIVEN = "the head's size is given by the sources"
 
 #: the claims decided once per dataset (the rest: ``decouple.just_as_fast.deit_s_224``)
 KEYS = ("coverage_gain", "coverage_better", "beats_centre_prior", "centre_prior_everywhere", "decoupled",
@@ -142,12 +193,14 @@ JUST_AS_FAST_RULE = verdicts.Condition(
     "rate; else not reproduced")
 
 
-def equal_faithfulness_rule(margin: float) -> Criteria:
-    """"almost identical": TOST of per-image agreement (fractions: the margin is ``margin`` / 100)."""
-    frac = margin / 100
+def equal_faithfulness_rule(margin: float, sensitivity: Optional[float] = None) -> Criteria:
+    """"almost identical": TOST of per-image agreement within +-``margin`` ImageNet points x the proxy's
+    ``sensitivity`` factor (None: unscaled, at paper scale), as fractions (/ 100)."""
+    frac = round(scaled_margin(margin, sensitivity) / 100, 6)
+    how = "" if sensitivity is None else f" ({margin:g} point x the proxy's sensitivity factor {sensitivity:.2f})"
     return Criteria(
         reproduced=(Flag("equivalent", f"the paired TOST (Schuirmann, alpha 0.05) of per-image agreement declares "
-                                       f"equivalence within +-{frac:g}"),),
+                                       f"equivalence within +-{frac:g}{how}"),),
         not_reproduced=(Beyond("agreement difference (fraction)", frac, level=90),))
 
 
@@ -184,13 +237,16 @@ def capacity_control_rule(controls: list[str], margin: float) -> Criteria:
 # ---------------------------------------------------------------------------------------------- declarations
 def _per_dataset(key: str, *, statement: str, quote: str, paragraph: int, kind: str, on_rule_holds: str,
                  paper_number: Optional[tuple], rule: Any, unit: str, effect: Optional[float], inner: tuple,
-                 section: str, headline: bool, measured_everywhere: bool = True) -> list[Declaration]:
+                 section: str, headline: bool, measured_everywhere: bool = True,
+                 parts_inner: tuple = ()) -> list[Declaration]:
     """The declarations of claim ``key`` on SynthBirds (notebook 00's fine-grained proxy: its bar as premise, which
     carries the fallback's distance from the cost bands), on cluttered Fashion-MNIST (a classification model: the
     premise that notebook 00 chose a classification proxy, which fails as not testable when none qualified) and at
     paper scale (the training runs' whole schedule as premise); the statement names where it is decided.
     ``measured_everywhere`` False: only SynthBirds has what the claim needs (no unit, premise or rule elsewhere;
-    ``would_decide`` says what would)."""
+    ``would_decide`` says what would). ``parts_inner``: premises of SynthBirds' declaration only (about its
+    construction). A declared ``effect`` is the summary's figure for :data:`GAIN_DATASET`: the proxies' declarations
+    carry none (:func:`effect_in_dispute`)."""
     where = _SUMMARY.format(n=paragraph)
     out = []
     for cid, setting, outer, on in (
@@ -198,11 +254,12 @@ def _per_dataset(key: str, *, statement: str, quote: str, paragraph: int, kind: 
             (f"decouple.{key}.fmnist", "proxy", (PROXY_CHOSEN,), "on cluttered Fashion-MNIST"),
             (paper_scale_id(f"decouple.{key}.{{dataset}}"), "paper-scale run", (FULL_SCHEDULE,), "")):
         measured = measured_everywhere or cid.endswith(".parts")
+        own = parts_inner if cid.endswith(".parts") else ()
         out.append(Declaration(
             id=cid, kind=kind, on_rule_holds=on_rule_holds, statement=f"{statement} ({on})" if on else statement,
             quote=quote, where=where, paper_number=paper_number, rule=rule if measured else None,
-            unit=unit if measured else "", effect=effect if measured else None,
-            premises=(*inner, *outer) if measured else (), setting=setting, section=section,
+            unit=unit if measured else "", effect=effect if measured and setting != "proxy" else None,
+            premises=(*inner, *own, *outer) if measured else (), setting=setting, section=section,
             would_decide=None if measured else _NO_HUMANS, headline=headline))
     return out
 
@@ -212,11 +269,11 @@ _Q = '"{}"'.format
 _DECLARATIONS = [
     *_per_dataset(
         "coverage_gain", statement="the sensitivity scorer's coverage exceeds [CLS] attention's by more than "
-                                   f"{GAIN_THRESHOLD_PP:g} points (the summary gives the figure for FGVC-Aircraft; "
-                                   "the same threshold is applied on every dataset)",
+                                   f"{GAIN_THRESHOLD_PP:g} points (the summary gives the figure for FGVC-Aircraft "
+                                   "only: decided there; elsewhere the direction is coverage_better)",
         quote=_Q(QUOTE["coverage_gain_aircraft"]), paragraph=4, kind="paper claim", on_rule_holds="reproduced",
         paper_number=("DECOUPLE", "coverage_gain_aircraft_pp"), rule=coverage_gain_rule, unit="pp {coverage}",
-        effect=GAIN_THRESHOLD_PP, inner=(), section="§5", headline=True),
+        effect=GAIN_THRESHOLD_PP, inner=(FIGURE_FOR_DATASET,), section="§5", headline=True),
     *_per_dataset(
         "coverage_better", statement="a scorer trained with a sensitivity signal keeps more coverage than [CLS] "
                                      "attention (the direction)",
@@ -241,35 +298,35 @@ _DECLARATIONS = [
         "decoupled", statement="coverage and faithfulness are decoupled across configurations (the title)",
         quote=_Q(QUOTE["decouple"]), paragraph=2, kind="paper claim", on_rule_holds="reproduced",
         paper_number=None, rule=DECOUPLED_RULE, unit="Spearman rho (coverage vs agreement across configurations)",
-        effect=None, inner=(ENOUGH_CONFIGS,), section="§7", headline=True),
+        effect=None, inner=(ENOUGH_CONFIGS, SENSITIVITY_KNOWN), section="§7", headline=True),
     *_per_dataset(
         "decoupled_equal_keep", statement="coverage and faithfulness are decoupled across configurations of equal "
                                           "keep rate",
         quote=_Q(QUOTE["decouple"]), paragraph=2, kind="paper claim", on_rule_holds="reproduced",
         paper_number=None, rule=DECOUPLED_EQUAL_KEEP_RULE,
         unit="Spearman rho (coverage vs agreement across configurations)", effect=None,
-        inner=(ENOUGH_CONFIGS_PER_KEEP,), section="§7", headline=False),
+        inner=(ENOUGH_CONFIGS_PER_KEEP, SENSITIVITY_KNOWN), section="§7", headline=False),
     *_per_dataset(
         "equal_faithfulness", statement="faithfulness (top-1 agreement of the pruned with the unpruned model) of the "
                                         "sensitivity scorer is almost identical to [CLS] attention's",
         quote='"Yet, when they checked the faithfulness—the ability of the pruned model to make the same correct '
               'decision as the full model—the two methods were almost identical"',
         paragraph=4, kind="paper claim", on_rule_holds="reproduced", paper_number=("DECOUPLE", "faithfulness"),
-        rule=equal_faithfulness_rule, unit="pp agreement (90% CI)", effect=None, inner=(CEILING,), section="§6",
-        headline=True),
+        rule=equal_faithfulness_rule, unit="pp agreement (90% CI)", effect=None, inner=(CEILING, SENSITIVITY_KNOWN),
+        section="§6", headline=True),
     *_per_dataset(
         "intermediate_layer", statement="the coverage gap is largest when scoring at an intermediate block (its "
                                         "disappearance early and late is early_late_null)",
         quote=_Q(QUOTE["intermediate"]), paragraph=5, kind="paper claim", on_rule_holds="reproduced",
         paper_number=None, rule=intermediate_layer_rule,
         unit="pp: gap(block {mid}) - gap(block {other}), the smaller of the two differences", effect=None,
-        inner=(), section="§5", headline=False),
+        inner=(), parts_inner=(EARLY_PARTS_HIDDEN,), section="§5", headline=False),
     *_per_dataset(
         "early_late_null", statement="the coverage gap disappears when scoring at the early and at the late block",
         quote=_Q(QUOTE["early_late"]), paragraph=5, kind="paper claim", on_rule_holds="reproduced",
         paper_number=None, rule=early_late_null_rule,
         unit="pp {coverage}: gap at block {block}, the larger of early/late in absolute value", effect=None,
-        inner=(), section="§5", headline=False),
+        inner=(), parts_inner=(EARLY_PARTS_HIDDEN,), section="§5", headline=False),
     *_per_dataset(
         "low_keep_rate", statement="the coverage gap is largest at low keep rates",
         quote=_Q(QUOTE["low_keep"]), paragraph=5, kind="paper claim", on_rule_holds="reproduced",
@@ -300,7 +357,7 @@ _DECLARATIONS = [
                   "DeiT-S at 224 px, pruned once at block 6)", quote=_Q(QUOTE["just_as_fast"]),
         where=_SUMMARY.format(n=7), rule=JUST_AS_FAST_RULE,
         unit="% of the unpruned DeiT-S MACs (largest over keep rates)", setting="analytic at paper scale",
-        section="§9"),
+        premises=(HEAD_SIZE_GIVEN,), section="§9"),
 ]
 
 CLAIMS = DeclarationTable("decouple", _DECLARATIONS)
@@ -314,11 +371,17 @@ def declaration(key: str, dataset: str) -> tuple[Declaration, dict]:
     return CLAIMS[f"decouple.{key}.{dataset}"], {}
 
 
-def effect_in_dispute(decl: Declaration, cfg: SimpleNamespace) -> float:
+def effect_in_dispute(decl: Declaration, cfg: SimpleNamespace, dataset: Optional[str] = None,
+                      sensitivity: Optional[float] = None) -> float:
     """The effect in dispute of a comparison claim, in points: its declared effect (the summary's six points for the
-    coverage gain and its sign), else the smallest difference its rule counts, the ``margin`` parameter (also the
-    equivalence margin of the 'almost identical' and 'disappears' claims)."""
-    return float(decl.effect) if decl.effect is not None else float(cfg.margin)
+    coverage gain and its sign, on :data:`GAIN_DATASET` only: on another ``dataset`` the figure is not transferred),
+    else the smallest difference its rule counts, the ``margin`` parameter (also the equivalence margin of the
+    'almost identical' and 'disappears' claims), x the proxy's ``sensitivity`` factor where the claim's margin is in
+    ImageNet points (:data:`SCALED_MARGIN_KEYS`)."""
+    if decl.effect is not None and dataset in (None, GAIN_DATASET):
+        return float(decl.effect)
+    key = decl.id.split(".")[-2]
+    return scaled_margin(cfg.margin, sensitivity) if key in SCALED_MARGIN_KEYS else float(cfg.margin)
 
 
 def rule_texts(cfg: SimpleNamespace) -> dict[str, str]:

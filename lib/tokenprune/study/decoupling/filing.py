@@ -4,65 +4,40 @@ measured, through :func:`tokenprune.study.claims.file_claim`.
 Per dataset run (the small model at the intermediate block and the low keep rate, unless the claim is about blocks,
 keep rates or all configurations; the larger model for the null claim): :func:`file_coverage_claims` (section 5),
 :func:`file_faithfulness_claims` (6), :func:`file_decoupling_claims` (7); :func:`file_cost_claim` (9) once, on
-analytic MACs at the paper's scale. Every comparison claim carries its paired per-image design
-(:func:`paired_design`) and is gated on detecting the effect in dispute
-(:func:`tokenprune.study.proxy.audit_model.gated`) before :func:`~tokenprune.study.claims.file_claim` applies its
-declared premises: those measured here (the ceiling, the stand-in, enough configurations) and the training runs' whole
-schedule at paper scale are given per filing; the part model's bar is registered on the report by the notebook.
+analytic MACs at the paper's scale. What each dataset's claims read is its
+:class:`~tokenprune.study.decoupling.evidence.Evidence` (:func:`evidence`). Every comparison claim carries its paired
+per-image design (:func:`~tokenprune.study.decoupling.evidence.paired_design`) and is gated on detecting the effect in
+dispute (:func:`tokenprune.study.proxy.audit_model.gated`) before :func:`~tokenprune.study.claims.file_claim` applies
+its declared premises: those measured here (the ceiling, the stand-in, enough configurations), the proxy's
+sensitivity factor (:func:`~tokenprune.study.decoupling.evidence.proxy_sensitivity`), the dataset the summary's figure
+is given for, the dataset's construction (:func:`early_parts_premise`), the head's size in the sources
+(:func:`head_size_premise`) and the training runs' whole schedule at paper scale are given per filing; the part
+model's bar is registered on the report by the notebook.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Mapping, Optional
 
-import numpy as np
 import pandas as pd
 
 from tokenprune.data import synthetic
-from tokenprune.measure import power, significance
-from tokenprune.study import paper_runs, verdicts
-from tokenprune.study.claims import Declaration, declared_premises, file_claim, gate_by_premises
-from tokenprune.study.why import too_long
+from tokenprune.measure import significance
+from tokenprune.study import verdicts
 from tokenprune.study.decoupling import claims as decl
 from tokenprune.study.decoupling.cost import fast_values
-from tokenprune.study.decoupling.data import PAPER_DATASET, PAPER_DIRS, Setting
+from tokenprune.study.decoupling.data import PAPER_DATASET
+from tokenprune.study.decoupling.evidence import (Evidence, file_summarised, file_unmeasured, paired_design,
+                                                  proxy_sensitivity)
 from tokenprune.study.decoupling.measurements import (CENTRE_FAMILY_ALPHA, Measurements, centre_family, centre_values,
                                                       decoupling_stats, human_features_values, seeds_agree)
-from tokenprune.study.decoupling.settings import TRAINED, Layout, mid_block
-from tokenprune.study.proxy.audit_model import gated, worst_design
-from tokenprune.study.verdicts import Decision, Premise, fmt_interval
+from tokenprune.study.decoupling.settings import Layout, mid_block
+from tokenprune.study.proxy.audit_model import worst_design
+from tokenprune.study.verdicts import Premise, fmt_interval
 
-__all__ = ["Evidence", "evidence", "paired_design", "training_premise", "file_coverage_claims",
-           "file_faithfulness_claims", "file_decoupling_claims", "file_cost_claim", "file_unmeasured"]
-
-
-def paired_design(a, b, n_split: int, what: str = "", scale: float = 100.0,
-                  alpha: float = power.ALPHA) -> Optional[power.Design]:
-    """The paired design of per-image values ``a`` and ``b`` (``scale`` x: points), over the images where both are
-    defined; its largest scale is the full test split ``n_split``, times the share of images where both are
-    defined (part coverage is undefined on an image without parts). None with fewer than 2 such images."""
-    x, y = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
-    ok = np.isfinite(x) & np.isfinite(y)
-    n, n_all = int(ok.sum()), len(x)
-    if n < 2:
-        return None
-    n_max = max(n, int(round(n_split * n / max(n_all, 1))))
-    scale_txt = (f"the full test split ({n_split} images)" if n == n_all else
-                 f"the full test split ({n_split} images, of which about {n_max} have it defined)")
-    src = (f"sd of the {n} paired per-image differences of this run{f' ({what})' if what else ''} (independent of "
-           "their mean)")
-    d = power.Design.paired(x[ok], y[ok], unit="images", n_max=n_max, max_scale=scale_txt, scale=scale, sd_source=src)
-    return d if alpha == d.alpha else dataclasses.replace(d, alpha=alpha)
-
-
-def training_premise(*settings: Setting) -> Optional[Premise]:
-    """:data:`tokenprune.study.paper_runs.FULL_SCHEDULE` of the models of ``settings`` a claim reads (a given
-    checkpoint counts as whole); None when none of them comes from a training run (the proxies' base models)."""
-    runs = [S.run for S in settings if getattr(S, "run", None) is not None]
-    return paper_runs.full_schedule_premise(runs) if runs else None
+__all__ = ["evidence", "early_parts_premise", "head_size_premise", "file_coverage_claims", "file_faithfulness_claims",
+           "file_decoupling_claims", "file_cost_claim"]
 
 
 def _iv(x) -> dict:
@@ -73,110 +48,13 @@ def _fmt(x) -> str:
     return fmt_interval(x.estimate, x.low, x.high) + " pp"
 
 
-def _gated_why(rep: Any, d: Declaration, decision: Decision, premises: Mapping[str, Premise]) -> str:
-    return gate_by_premises(decision, declared_premises(rep, d, premises)).why
-
-
-def _file(rep: Any, d: Declaration, decision: Decision, *, keys: Mapping[str, Any], summary: str,
-          premises: Mapping[str, Premise] = {}, details: Optional[dict] = None, **values: Any) -> Any:
-    """:func:`file_claim` with ``summary`` (one sentence with the deciding numbers) after the reason, where it fits in
-    one why; an engine reason too long for a why is kept in ``details`` and the summary stands for it."""
-    details = dict(details or {})
-    premises = {k: v for k, v in premises.items() if k in d.premises}
-    if too_long(_gated_why(rep, d, decision, premises)):
-        details["rule's reason"] = decision.why
-        decision, summary = Decision(decision.verdict, summary, decision.rule), ""
-    if summary and too_long(_gated_why(rep, d, decision, premises), summary):
-        details["summary"], summary = summary, ""
-    return file_claim(rep, d, decision, keys=keys, why=summary, details=details or None, premises=premises,
-                      **values)
-
-
-def file_unmeasured(rep: Any, d: Declaration, decision: Decision, *, keys: Mapping[str, Any] = {},
-                    read: Mapping[str, Premise] = {}, paper_value: Any = None) -> Any:
-    """File ``d`` with nothing measured (no value, no unit): ``decision`` (not testable here) is gated on the
-    premises of ``read`` only; the declared premises that cannot matter before anything is measured (the part
-    model's bar when the larger model does not classify, or a dataset that was not run) are named in details."""
-    unread = [p for p in d.premises if p not in read]
-    bare = dataclasses.replace(d, unit="", premises=tuple(p for p in d.premises if p in read))
-    return file_claim(rep, bare, decision, keys=keys, paper_value=paper_value, premises=read,
-                      details={"premises not read": unread} if unread else None)
-
-
-@dataclass
-class Evidence:
-    """What the claims on one dataset read: its small model's setting ``S`` (and every setting), the measurements,
-    the gaps and settings tables, the layout and the settings ``cfg``."""
-
-    dataset: str
-    S: Setting
-    settings: dict
-    m: Measurements
-    gaps: pd.DataFrame
-    models_table: pd.DataFrame
-    d: Layout
-    cfg: SimpleNamespace
-
-    @property
-    def small(self) -> str:
-        return f"{self.dataset}/small"
-
-    @property
-    def coverage(self) -> str:
-        return "part coverage" if self.S.parts is not None else "object coverage"
-
-    @property
-    def n_split(self) -> int:
-        return self.S.n_test_split or len(self.S.x_eval)
-
-    @property
-    def where(self) -> str:
-        S, d = self.S, self.d
-        return (f"{PAPER_DATASET.get(self.dataset, self.dataset)}, {S.model_label}, block {d.mid}, keep "
-                f"{d.low_keep:g}, {len(S.x_eval)} images")
-
-    def declaration(self, key: str) -> tuple[Declaration, dict]:
-        d, keys = decl.declaration(key, self.dataset)
-        return d, {**keys, "coverage": self.coverage}
-
-    def premises(self, *extra: Setting) -> dict:
-        """The training premise of the paper's datasets (the small model's run, and those of ``extra``)."""
-        p = training_premise(self.S, *extra)
-        return {} if p is None else {p.name: p}
-
-    def gap_design(self, block, keep, a="sensitivity", b="cls_attention", what=""):
-        x, y = self.m.per_image(self.small, block, keep, a, "cov"), self.m.per_image(self.small, block, keep, b, "cov")
-        if x is None or y is None:
-            return None
-        return paired_design(x, y, self.n_split, what or f"{a} - {b}, block {block}, keep {keep:g}" +
-                             ("; trained heads: mean of the seeds per image" if a in TRAINED else ""))
-
-    def diff_design(self, block1, keep1, block2, keep2):
-        g1, g2 = self.m.gap_values(self.small, block1, keep1), self.m.gap_values(self.small, block2, keep2)
-        return paired_design(g1, g2, self.n_split, f"gap at block {block1}, keep {keep1:g} minus gap at block "
-                                                   f"{block2}, keep {keep2:g}")
-
-    def file(self, rep: Any, key: str, decision: Decision, *, design=None, keys: Mapping[str, Any] = {},
-             premises: Mapping[str, Premise] = {}, summary: str = "", details: Optional[dict] = None,
-             extra: tuple = (), **values: Any) -> Any:
-        """File claim ``key`` on this dataset: ``decision`` gated on detecting the effect in dispute with
-        ``design`` (when given), then on the declared premises (``premises``: those measured here; the training
-        runs' of the small model and of ``extra``)."""
-        d, k = self.declaration(key)
-        record = None
-        if design is not None:
-            g = gated(decision, decl.effect_in_dispute(d, self.cfg), design)
-            decision, record = g.decision, g.design
-        return _file(rep, d, decision, keys={**k, **keys}, summary=summary, details=details,
-                     premises={**self.premises(*extra), **premises}, design=record,
-                     paper_value=decl.PAPER_VALUE[key], **values)
-
-
 def evidence(settings: dict, m: Measurements, gaps: pd.DataFrame, models_table: pd.DataFrame, d: Layout,
-             cfg: SimpleNamespace) -> list[Evidence]:
-    """The evidence of every dataset whose small model ran."""
+             cfg: SimpleNamespace, sensitivity: Optional[Mapping[str, Optional[float]]] = None) -> list[Evidence]:
+    """The evidence of every dataset whose small model ran; ``sensitivity``: each dataset's proxy factor (default:
+    :func:`proxy_sensitivity`)."""
     run = sorted({n.split("/")[0] for n in settings if n.endswith("/small")})
-    return [Evidence(ds, settings[f"{ds}/small"], settings, m, gaps, models_table, d, cfg) for ds in run]
+    factor = (lambda ds: sensitivity.get(ds)) if sensitivity is not None else (lambda ds: proxy_sensitivity(ds, cfg))
+    return [Evidence(ds, settings[f"{ds}/small"], settings, m, gaps, models_table, d, cfg, factor(ds)) for ds in run]
 
 
 def _file_not_run(rep: Any, keys: tuple, settings: dict) -> None:
@@ -208,18 +86,25 @@ def _coverage_gain(rep: Any, ev: Evidence) -> None:
     m, d, cfg, small = ev.m, ev.d, ev.cfg, ev.small
     g = m.gap(small, d.mid, d.low_keep)
     pos = seeds_agree(ev.gaps, small, d.mid, d.low_keep)
-    pct = {sc: m.mean_pct(small, d.mid, d.low_keep, sc) for sc in ("cls_attention", "sensitivity", "random", "centre")}
+    pct = {sc: m.mean_pct(small, d.mid, d.low_keep, sc) for sc in ("cls_attention", "sensitivity", "random", "centre")
+           if m.per_image(small, d.mid, d.low_keep, sc, "cov") is not None}
     details = {"where": ev.where, "seeds positive": f"{pos} of {len(cfg.seeds)}", "coverage %": pct}
-    if ev.dataset != "aircraft":
-        proxy_note = "" if ev.dataset in PAPER_DIRS else " (the paper's datasets run at the paper profile)"
-        details["stand-in"] = ("the summary states the figure for FGVC-Aircraft only; the same threshold is applied"
-                               + proxy_note)
+    base = m.paired(small, d.mid, d.low_keep, "cls_attention", "centre")
+    if base is not None:  # the baseline of the gain against a content-free prior
+        details["[CLS] attention - centre prior, pp"] = _iv(base)
     values = {"seeds_positive": pos == len(cfg.seeds), "gap": g}
     summary = (f"gap {_fmt(g)}, {pos} of {len(cfg.seeds)} seeds positive; coverage [CLS] attention "
                f"{pct['cls_attention']:.1f} %, head {pct['sensitivity']:.1f} %")
     design = ev.gap_design(d.mid, d.low_keep)
+    direction = ev.declaration("coverage_better")
+    direction = direction[0].claim_id(direction[1])
+    own = ev.dataset == decl.GAIN_DATASET
+    figure = Premise(decl.FIGURE_FOR_DATASET, holds=own, fails_as=verdicts.NOT_TESTABLE,
+                     detail="" if own else f"'more than {decl.GAIN_THRESHOLD_PP:g} points' is FGVC-Aircraft's figure; "
+                                           f"here the direction is {direction}")
     ev.file(rep, "coverage_gain", decl.coverage_gain_rule(len(cfg.seeds)).decide(values), design=design,
-            summary=summary, details=details, **_iv(g))
+            summary=summary, details=details if own else {**details, "direction": direction},
+            premises={decl.FIGURE_FOR_DATASET: figure}, **_iv(g))
     ev.file(rep, "coverage_better", decl.coverage_better_rule(len(cfg.seeds), cfg.margin).decide(values),
             design=design, summary=summary, details=details, **_iv(g))
 
@@ -260,9 +145,28 @@ def _centre_everywhere(rep: Any, ev: Evidence) -> None:
             details={"[CLS] attention - centre, pp": [min(cls_c), max(cls_c)], "where": ev.where}, **_iv(worst))
 
 
+def early_parts_premise(ev: Evidence) -> dict:
+    """:data:`~tokenprune.study.decoupling.claims.EARLY_PARTS_HIDDEN` on SynthBirds, a premise about the dataset that
+    its construction decides: its parts are flat-coloured shapes, the beak's colour coding the class, so an early
+    block's local features locate them (the early block's coverage is shown beside it, not read by it); {} elsewhere
+    (not declared)."""
+    if ev.dataset != "parts":
+        return {}
+    m, d, small = ev.m, ev.d, ev.small
+    shown = {sc: m.mean_pct(small, d.early, d.low_keep, sc) for sc in ("sensitivity", "cls_attention", "random")
+             if m.per_image(small, d.early, d.low_keep, sc, "cov") is not None}
+    beaks = ", ".join(f"{b.name} {'/'.join(map(str, b.colour))}" for b in synthetic.BEAK_VARIANTS)
+    detail = (f"by construction: SynthBirds' parts are flat-coloured ellipses and polygons, the beak's colour coding "
+              f"its class (RGB {beaks})" +
+              ("" if not shown else f"; at block {d.early}, keep {d.low_keep:g}, part coverage " +
+               ", ".join(f"{k} {v:.1f} %" for k, v in shown.items())))
+    return {decl.EARLY_PARTS_HIDDEN: Premise(decl.EARLY_PARTS_HIDDEN, holds=False, detail=detail)}
+
+
 def _blocks_and_keep_rates(rep: Any, ev: Evidence) -> None:
     """The gap's dependence on the block (intermediate largest; early and late null) and on the keep rate."""
     m, d, cfg, small = ev.m, ev.d, ev.cfg, ev.small
+    early = early_parts_premise(ev)
     low = d.low_keep
     g = m.gap(small, d.mid, low)
     g_design = ev.gap_design(d.mid, low)
@@ -271,7 +175,7 @@ def _blocks_and_keep_rates(rep: Any, ev: Evidence) -> None:
     bind, bind_block = min(((d_e, d.early), (d_l, d.late)), key=lambda t: t[0].estimate)
     decision = decl.intermediate_layer_rule(cfg.margin).decide(
         {"gap(intermediate)": g, "gap(intermediate) - gap(early)": d_e, "gap(intermediate) - gap(late)": d_l})
-    ev.file(rep, "intermediate_layer", decision, keys={"mid": d.mid, "other": bind_block},
+    ev.file(rep, "intermediate_layer", decision, keys={"mid": d.mid, "other": bind_block}, premises=early,
             design=worst_design([g_design, ev.diff_design(d.mid, low, d.early, low),
                                  ev.diff_design(d.mid, low, d.late, low)]),
             summary=f"gaps at blocks {d.early}/{d.mid}/{d.late}: {g_e.estimate:+.2f}/{g.estimate:+.2f}/"
@@ -284,7 +188,7 @@ def _blocks_and_keep_rates(rep: Any, ev: Evidence) -> None:
     big, big_block = max(((g_e, d.early), (g_l, d.late)), key=lambda t: abs(t[0].estimate))
     decision = decl.early_late_null_rule(cfg.margin).decide(
         {"early_equivalent": te.equivalent, "late_equivalent": tl.equivalent, "gap(early)": g_e, "gap(late)": g_l})
-    ev.file(rep, "early_late_null", decision, keys={"block": big_block},
+    ev.file(rep, "early_late_null", decision, keys={"block": big_block}, premises=early,
             design=worst_design([ev.gap_design(d.early, low), ev.gap_design(d.late, low)]),
             summary=f"gap at block {d.early} {_fmt(g_e)} (TOST p {te.p_value:.3f}), at block {d.late} {_fmt(g_l)} "
                     f"(TOST p {tl.p_value:.3f})", **_iv(big))
@@ -386,52 +290,80 @@ def _larger_model(rep: Any, ev: Evidence) -> None:
 
 # ---------------------------------------------------------------------------------------------- sections 6, 7, 9
 def file_faithfulness_claims(rep: Any, evidences: list[Evidence], settings: dict) -> None:
-    """'Almost identical' faithfulness (section 6): TOST of per-image agreement, unless both are at the ceiling."""
+    """'Almost identical' faithfulness (section 6): TOST of per-image agreement within the margin (ImageNet points) x
+    the proxy's sensitivity factor (not testable on a proxy without one), unless both are at the ceiling."""
     for ev in evidences:
         m, d, cfg = ev.m, ev.d, ev.cfg
         x = m.per_image(ev.small, d.mid, d.low_keep, "sensitivity", "agree")
         y = m.per_image(ev.small, d.mid, d.low_keep, "cls_attention", "agree")
-        tost = significance.tost_paired(x, y, margin=d.margin_frac)
+        tost = significance.tost_paired(x, y, margin=round(decl.scaled_margin(cfg.margin, ev.scale) / 100, 6))
         ceiling = Premise(decl.CEILING, holds=not min(x.mean(), y.mean()) >= cfg.ceiling,
                           detail=f"ceiling {100 * cfg.ceiling:g} %; agreements {100 * y.mean():.1f} % and "
                                  f"{100 * x.mean():.1f} %")
-        decision = decl.equal_faithfulness_rule(cfg.margin).decide(
+        decision = decl.equal_faithfulness_rule(cfg.margin, ev.scale).decide(
             {"equivalent": tost.equivalent,
              "agreement difference (fraction)": (tost.mean_diff, tost.ci_low, tost.ci_high)})
         design = paired_design(x, y, ev.n_split, f"top-1 agreement with the unpruned model, sensitivity - "
                                                  f"cls_attention, block {d.mid}, keep {d.low_keep:g}; sensitivity "
                                                  "head: mean of the seeds per image")
-        ev.file(rep, "equal_faithfulness", decision, design=design, premises={decl.CEILING: ceiling},
+        ev.file(rep, "equal_faithfulness", decision, design=design,
+                premises={decl.CEILING: ceiling, decl.SENSITIVITY_KNOWN: ev.sensitivity_premise()},
                 summary=f"agreement [CLS] attention {100 * y.mean():.1f} %, head {100 * x.mean():.1f} %, TOST p "
                         f"{tost.p_value:.3f}",
-                details={"where": ev.where}, our_value=round(100 * tost.mean_diff, 2),
+                details={"where": ev.where, "margin, pp": round(decl.scaled_margin(cfg.margin, ev.scale), 3)},
+                our_value=round(100 * tost.mean_diff, 2),
                 ci=[round(100 * tost.ci_low, 2), round(100 * tost.ci_high, 2)])
     _file_not_run(rep, ("equal_faithfulness",), settings)
 
 
 def file_decoupling_claims(rep: Any, evidences: list[Evidence], settings: dict) -> None:
     """The title claim (section 7), pooled over configurations and within keep rates (mean of the within-keep-rate
-    rhos); a rank correlation, not a paired difference in points: no design."""
+    rhos); a rank correlation, not a paired difference in points: no design. On a proxy only the configurations in
+    DeiT-S's cost regime count (agreement cost within K2's band x the proxy's sensitivity factor,
+    :func:`~tokenprune.study.decoupling.claims.regime_band`; not testable without a factor); at paper scale every
+    configuration."""
     for ev in evidences:
         cfg = ev.cfg
-        st = decoupling_stats(ev.m, ev.small, cfg.keep_rates, cfg.n_boot, cfg.seed)
+        band = ev.band
+        st = decoupling_stats(ev.m, ev.small, cfg.keep_rates, cfg.n_boot, cfg.seed, cost_band=band)
+        scaled = ev.sensitivity_premise()
+        band_txt = ("every configuration (paper scale)" if band is None and not ev.on_proxy else
+                    "every configuration (no factor)" if band is None else
+                    f"agreement cost {band[0]:.1f}-{band[1]:.1f} points (K2's {decl.REGIME_BAND[0]:g}-"
+                    f"{decl.REGIME_BAND[1]:g} x {ev.sensitivity:.2f})")
         for key, iv, what, name, enough in (
                 ("decoupled", st.pooled, "rank correlation", decl.ENOUGH_CONFIGS, st.n_configs >= 5),
                 ("decoupled_equal_keep", st.stratified, "mean within-keep-rate rank correlation",
                  decl.ENOUGH_CONFIGS_PER_KEEP, st.n_strata >= 1)):
-            premise = Premise(name, holds=enough, detail=f"{st.n_configs} configurations; per keep rate {st.strata}")
+            premise = Premise(name, holds=enough, detail=f"{st.n_configs} of {st.n_measured} configurations in "
+                                                         f"{band_txt}; per keep rate {st.strata}")
             e, lo, hi = iv
             rule = decl.DECOUPLED_RULE if key == "decoupled" else decl.DECOUPLED_EQUAL_KEEP_RULE
-            details = {"configurations": st.n_configs, "per keep rate": st.strata}
+            details = {"configurations": st.n_configs, "configurations measured": st.n_measured,
+                       "counted": band_txt, "per keep rate": st.strata}
             if enough and hi < -decl.DECOUPLED_MARGIN:
                 details["opposed"] = ("the interval lies below the margin's negative: coverage and faithfulness "
                                       "pull in different directions, which is not 'decoupled' either")
-            ev.file(rep, key, rule.decide({what: (e, lo, hi)}), premises={name: premise},
+            ev.file(rep, key, rule.decide({what: (e, lo, hi)}), premises={name: premise, scaled.name: scaled},
                     summary=f"Spearman rho of mean coverage and mean agreement over {st.n_configs} configurations of "
                             f"{ev.S.name}, bootstrap over {len(ev.S.x_eval)} images",
                     details=details, our_value=None if not math.isfinite(e) else round(e, 3),
                     ci=None if not (math.isfinite(lo) and math.isfinite(hi)) else [round(lo, 3), round(hi, 3)])
     _file_not_run(rep, ("decoupled", "decoupled_equal_keep"), settings)
+
+
+def head_size_premise(scorer_macs: pd.DataFrame) -> Premise:
+    """:data:`~tokenprune.study.decoupling.claims.HEAD_SIZE_GIVEN`: the sources give the head's parameter count
+    (:data:`~tokenprune.study.decoupling.claims.HEAD_PARAMS_FROM_SOURCES`) and the head whose MACs were counted at
+    DeiT-S's width has it."""
+    given = decl.HEAD_PARAMS_FROM_SOURCES
+    r = scorer_macs[(scorer_macs.setting == "paper scale (224 px)") & (scorer_macs.model == "deit_small_patch16_224")]
+    ours = int(r.head_params.iloc[0]) if "head_params" in r and len(r) else None
+    holds = given is not None and ours == given
+    detail = (("no source gives the head's size: the press summary names none and the paper was not found" if given
+               is None else f"the sources give {given} parameters") +
+              ("" if ours is None else f"; the head counted here has {ours} parameters at DeiT-S's width"))
+    return Premise(decl.HEAD_SIZE_GIVEN, holds=holds, detail=detail)
 
 
 def file_cost_claim(rep: Any, scorer_macs: Optional[pd.DataFrame]) -> Any:
@@ -445,8 +377,9 @@ def file_cost_claim(rep: Any, scorer_macs: Optional[pd.DataFrame]) -> Any:
     worst = float(v.extra_pct_of_unpruned.max())
     decision = d.rule().decide(worst <= decl.FAST_TOLERANCE_PCT, f"extra MACs {worst:.3f} % of the unpruned model's "
                                                                f"exceed {decl.FAST_TOLERANCE_PCT:g} %")
-    return _file(rep, d, decision, keys={}, paper_value=pv, our_value=round(worst, 3),
-                 summary=f"DeiT-B up to {vb.extra_pct_of_unpruned.max():.3f} %; analytic MACs: the head is a dense "
-                         "MLP over every prunable token",
-                 details={"per keep rate": {f"{k:g}": {"% of unpruned": a, "% of the [CLS]-pruned model": b}
-                                            for k, a, b in v.itertuples(index=False)}})
+    return file_summarised(rep, d, decision, keys={}, paper_value=pv, our_value=round(worst, 3),
+                           premises={decl.HEAD_SIZE_GIVEN: head_size_premise(scorer_macs)},
+                           summary=f"DeiT-B up to {vb.extra_pct_of_unpruned.max():.3f} %; analytic MACs: the head is "
+                                   "a dense MLP over every prunable token",
+                           details={"per keep rate": {f"{k:g}": {"% of unpruned": a, "% of the [CLS]-pruned model": b}
+                                                      for k, a, b in v.itertuples(index=False)}})

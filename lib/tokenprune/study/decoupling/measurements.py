@@ -22,8 +22,8 @@ from tokenprune.study.notebook import ci_columns
 
 __all__ = ["coverage_of", "Measurements", "evaluate_configs", "summary_table", "GAP_COMPARISONS", "gaps_table",
            "faithfulness_table", "config_matrix", "spearman_boot", "stratified_spearman_boot", "rank_correlation_table",
-           "CENTRE_FAMILY_ALPHA", "centre_family", "centre_values", "DecouplingStats", "decoupling_stats",
-           "class_part_coverage", "HumanFeatures", "human_features_values", "seeds_agree"]
+           "CENTRE_FAMILY_ALPHA", "centre_family", "centre_values", "DecouplingStats", "in_cost_band",
+           "decoupling_stats", "class_part_coverage", "HumanFeatures", "human_features_values", "seeds_agree"]
 
 #: family-wise error rate of the centre-prior objection over all scored (block, keep rate) configurations
 #: (Bonferroni: each configuration's interval at 1 - alpha / K)
@@ -348,28 +348,49 @@ def centre_values(family: list) -> dict:
 class DecouplingStats:
     """The rank correlation of mean coverage and mean agreement across configurations: ``pooled`` and
     ``stratified`` (mean of the within-keep-rate correlations), each ``(estimate, low, high)``; ``strata``: the
-    configurations per keep rate; ``n_strata``: the keep rates with at least 5."""
+    configurations per keep rate; ``n_strata``: the keep rates with at least 5; ``n_configs`` the configurations
+    counted (those in ``cost_band``, every one without), of ``n_measured`` with a forward pass."""
 
     n_configs: int
     pooled: tuple
     stratified: tuple
     strata: dict
     n_strata: int
+    n_measured: int = 0
+    cost_band: Optional[tuple] = None
 
 
-def decoupling_stats(m: Measurements, name: str, keep_rates: list, n_boot: int, seed: int) -> DecouplingStats:
+def in_cost_band(agr: np.ndarray, cost_band: Optional[tuple]) -> np.ndarray:
+    """Which configurations (rows of per-image agreement ``agr``) have an agreement cost, ``100 x (1 - mean
+    agreement)`` points over all images, within ``cost_band`` (inclusive); all of them with None."""
+    agr = np.asarray(agr, dtype=np.float64)
+    if cost_band is None or not len(agr):
+        return np.ones(len(agr), dtype=bool)
+    cost = 100 * (1 - agr.mean(1))
+    return (cost >= cost_band[0]) & (cost <= cost_band[1])
+
+
+def decoupling_stats(m: Measurements, name: str, keep_rates: list, n_boot: int, seed: int,
+                     cost_band: Optional[tuple] = None) -> DecouplingStats:
     """Rank correlation of mean coverage and mean agreement across the configurations of ``name`` with a forward
-    pass (trained heads: first seed), pooled (the ``all configurations`` row of :func:`rank_correlation_table`,
-    same resamples) and as the mean of the within-keep-rate correlations (keep rates with at least 5
-    configurations); bootstrap over images."""
+    pass (trained heads: first seed), pooled (without ``cost_band``, the ``all configurations`` row of
+    :func:`rank_correlation_table`, same resamples) and as the mean of the within-keep-rate correlations (keep
+    rates with at least 5 configurations); bootstrap over images. ``cost_band``: only the configurations whose
+    agreement cost lies in it count (:func:`in_cost_band`, chosen once on every image; each resample recomputes the
+    means of those)."""
     keys, cov, agr = config_matrix(m, name)
+    n_measured = len(keys)
+    ok = in_cost_band(agr, cost_band)
+    keys = [k for k, o in zip(keys, ok) if o]
+    cov, agr = (cov[ok], agr[ok]) if n_measured else (cov, agr)
     nan3 = (math.nan, math.nan, math.nan)
     pooled = spearman_boot(cov, agr, n_boot, np.random.default_rng(seed)) if len(keys) >= 5 else nan3
     strata = [np.array([i for i, key in enumerate(keys) if key[1] == kr]) for kr in keep_rates]
     sizes = {kr: len(s) for kr, s in zip(keep_rates, strata)}
     strata = [s for s in strata if len(s) >= 5]
     strat = stratified_spearman_boot(cov, agr, strata, n_boot, np.random.default_rng(seed)) if strata else nan3
-    return DecouplingStats(n_configs=len(keys), pooled=pooled, stratified=strat, strata=sizes, n_strata=len(strata))
+    return DecouplingStats(n_configs=len(keys), pooled=pooled, stratified=strat, strata=sizes, n_strata=len(strata),
+                           n_measured=n_measured, cost_band=None if cost_band is None else tuple(cost_band))
 
 
 def class_part_coverage(S: Setting, keep_idx: torch.Tensor, coverage_variant: str) -> np.ndarray:
