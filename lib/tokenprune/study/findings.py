@@ -125,9 +125,10 @@ def _section(title: str, items: Sequence[Finding], link: Optional[str], with_why
 
 def findings_markdown(found: Findings, link: Optional[str] = None, limits: str = "", compute: str = "",
                       top: str = "") -> str:
-    """The findings as markdown: the ``top`` line (:func:`top_line`) and the tally, then what holds, what fails, what stays undecided (with why), what
-    is not testable here (with what would decide it) and the checks; then ``limits`` and ``compute``. ``link``: the
-    executed notebook's HTML, whose claim anchors (``#claim-<id>``) each item links to."""
+    """The findings as markdown: the ``top`` line (:func:`top_line`) and the tally, then what holds, what fails,
+    what stays undecided (with why), what is not testable here (with what would decide it), the checks and the timed
+    claims; then ``limits`` and ``compute``. ``link``: the executed notebook's HTML, whose claim anchors
+    (``#claim-<id>``) each item links to."""
     lines = ["## Findings", ""] + ([f"**Top line.** {top}", ""] if top else []) + [
              f"_Generated from this run's results ({tally_text(found.tally)}). Each item names the setting that "
              "decided it: from the sources, analytic at paper scale, timed on this machine, proxy, or paper-scale "
@@ -317,8 +318,8 @@ def headlines(results: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]
     from tokenprune.study.claims import SETTINGS
 
     claims = list(results.get("claims", []))
-    own = sorted((c for c in claims if c.get("headline")),
-                 key=lambda c: 0 if _decided(c) else 1 if c.get("timed") else 2 if c["verdict"] == "inconclusive" else 3)
+    rank = (lambda c: 0 if _decided(c) else 1 if c.get("timed") else 2 if c["verdict"] == "inconclusive" else 3)
+    own = sorted((c for c in claims if c.get("headline")), key=rank)
     against = sorted((c for c in claims if _against(c) and not c.get("headline")),
                      key=lambda c: SETTINGS.index(c["setting"]))
     return own + against[:MAX_AGAINST], max(0, len(against) - MAX_AGAINST)
