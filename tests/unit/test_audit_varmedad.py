@@ -42,7 +42,7 @@ def _subjects(n_max=None):
 
 # ---------------------------------------------------------------------------------------------- declarations
 def test_every_declaration_is_complete_and_of_this_paper():
-    assert vc.CLAIMS.paper == "varmedad" and len(vc.CLAIMS) == 35 - 3 + 1 + len(vc.PAPER_SCALE_TWINS) + 6
+    assert vc.CLAIMS.paper == "varmedad" and len(vc.CLAIMS) == 35 - 3 + 2 + len(vc.PAPER_SCALE_TWINS) + 6
     for d in vc.CLAIMS.values():
         assert d.kind in KINDS and d.setting in SETTINGS and d.section.startswith("§")
         assert d.quote.startswith('"') or d.quote == "none: our hypothesis"
@@ -66,7 +66,7 @@ def test_kinds_of_the_objections():
     for cid in ("varmedad.obj2.{source}", "varmedad.obj3.high_vs_low_variance",
                 "varmedad.obj4.temperature_at_least_1e-2", "varmedad.obj4.temperature_to_zero",
                 "varmedad.obj5.variance_vs_evit", "varmedad.obj7.offtheshelf_matched",
-                "varmedad.settle.background_share"):
+                "varmedad.settle.background_share", "varmedad.eq8.normalisation_set"):
         assert kind[cid] == ("reviewer objection", "rejected")
     assert kind["varmedad.obj6.overlap_tokens"] == ("consistency check", "consistent")
     assert kind["varmedad.obj3.diversity_beyond_mean"] == ("our hypothesis", "supported")
@@ -211,6 +211,53 @@ def test_temperature_flat_rule(share, want):
 def test_exact_bars_refuses_crossed_bars():
     with pytest.raises(ValueError):
         vc.ExactBars("x", 0.5, 0.9)
+
+
+@pytest.mark.parametrize("smallest,largest,want", [
+    (0.995, 1.0, "reproduced"), (0.99, 0.99, "reproduced"), (0.0, 0.4, "not reproduced"), (0.0, 0.95, "inconclusive"),
+    (0.5, 0.995, "inconclusive"), (0.0, 0.0, "not testable here"), (float("nan"), float("nan"), "not testable here")])
+def test_normalisation_rule_reaches_every_verdict(smallest, largest, want):
+    rule = vc.CLAIMS["varmedad.eq8.normalisation_set"].rule()
+    assert rule.decide(smallest, largest).verdict == want
+
+
+def test_scale_bars_refuse_crossed_bars_and_a_range_outside_0_1():
+    with pytest.raises(ValueError):
+        vc.ScaleBars("x", 0.5, 0.9)
+    with pytest.raises(ValueError):
+        vc.ScaleBars("x", 0.99, 0.9).decide(0.5, 0.2)
+
+
+def test_all_tokens_scale_is_at_most_the_pruned_share_and_reaches_it_on_ties():
+    """Normalised over all N, the fused token is sum_P softmax(s / T) times the one normalised over P: at most
+    |P| / N (the pruned scores are the lowest), |P| / N on tied scores, towards 0 as T -> 0."""
+    scores = torch.rand(16, 196, generator=torch.Generator().manual_seed(3)) * 1e-3
+    bound = (196 - 118) / 196
+    for T in (1e-9, 1e-4, 0.5, 10.0):
+        c = sensitivity.all_tokens_scale(scores, 0.6, T)
+        assert (c <= bound + 1e-12).all() and (c >= 0).all()
+    assert sensitivity.all_tokens_scale(scores, 0.6, 1e-9).max() < 1e-6
+    assert sensitivity.all_tokens_scale(torch.zeros(2, 196), 0.6, 0.5).tolist() == pytest.approx([bound] * 2)
+    assert sensitivity.all_tokens_scale(scores, 1.0, 0.5).tolist() == [0.0] * 16       # nothing pruned
+    with pytest.raises(ValueError):
+        sensitivity.all_tokens_scale(scores, 0.6, 0.0)
+
+
+@pytest.mark.parametrize("photos", [True, False])
+def test_normalisation_claim_is_decided_at_deit_s_token_counts(photos):
+    """Minor comment 2 is upheld from DeiT-S's token counts alone (196 -> 119 -> 73 at r = 0.6): no proxy premise,
+    the photos only in the details."""
+    rows = torch.rand(8, 4, 50, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    subj = _photo_subjects(rows)
+    if not photos:
+        subj.photo_source = None
+    rep = _rep(proxy_holds=False)
+    table = sensitivity.normalisation_claim(rep, subj, 0.5)
+    c = _claim(rep, "varmedad.eq8.normalisation_set")
+    assert table.tokens_in.tolist() == [196, 119, 73] and table.pruned.tolist() == [78, 47, 29]
+    assert (c.verdict, c.setting, c.premises) == ("upheld", "analytic at paper scale", [])
+    assert c.our_value == pytest.approx(78 / 196, abs=1e-4) and len(c.why) <= 200
+    assert any(k.startswith("on the real photos") for k in c.details) == photos
 
 
 def test_background_share_tolerance_is_a_share_of_patches():

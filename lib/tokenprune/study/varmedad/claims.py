@@ -16,11 +16,12 @@ from tokenprune.study.paper_numbers import VARMEDAD_SOURCE as SRC
 from tokenprune.study.paper_runs import FULL_SCHEDULE, paper_scale_id
 from tokenprune.study.proxy.audit_model import MOVED
 from tokenprune.study.varmedad.settings import (EFFECTS, EQUIV_MARGIN, FLAT_SHARE, JAC_DIFFER, JAC_SAME, LOCS,
-                                                MIN_SEEDS, OVERLAP_TOKENS, R_MAIN, T_FLAT_FROM, UNEVEN_SHARE)
+                                                MIN_SEEDS, OVERLAP_TOKENS, R_MAIN, SCALE_DIFFER, SCALE_SAME,
+                                                T_FLAT_FROM, UNEVEN_SHARE)
 
 __all__ = ["CLAIMS", "PROXY", "SEEDS", "TEMPERATURE_MOVES", "TRAINS_OVERLAP", "TIMING_ROUNDS", "beats_rule",
            "photo_rule", "top1_rule", "medad_similar_rule", "ExactBars", "paper_scale", "SPEARMAN", "JACCARD",
-           "MEDAD_JAC", "MEDAD_ACC", "FLAT_T"]
+           "MEDAD_JAC", "MEDAD_ACC", "FLAT_T", "EQ8_SCALE", "ScaleBars"]
 
 # ---------------------------------------------------------------------------------------------- premises
 PROXY = (PROXY_BAR, PROXY_CHOSEN)
@@ -106,6 +107,49 @@ class ExactBars:
 
 
 TEMPERATURE_FLAT_RULE = ExactBars(FLAT_T, FLAT_SHARE, UNEVEN_SHARE)
+EQ8_SCALE = (f"scale of the fused token normalised over all the patch tokens at the location against normalised over "
+             f"the pruned set P (sum over P of softmax(s / T) over all of them), DeiT-S at 224 px, blocks "
+             f"{'/'.join(map(str, LOCS))}, r = {R_MAIN}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleBars:
+    """Two readings of a formula that build the same thing up to a scale ``c`` (in [0, 1]), judged over every input
+    from the range of ``c`` (its smallest and largest value, exact): reproduced (the readings agree) when even the
+    smallest is at least ``same_from``; not reproduced (they differ) when even the largest is below ``differ_below``;
+    else inconclusive; not testable when there is no ``c`` (nothing is built: no token is pruned)."""
+
+    what: str
+    same_from: float
+    differ_below: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.differ_below <= self.same_from <= 1:
+            raise ValueError(f"bars: need 0 < differ_below <= same_from <= 1, got {self.differ_below!r}, "
+                             f"{self.same_from!r}")
+
+    @property
+    def text(self) -> str:
+        return (f"reproduced (the readings agree) when the {self.what} is at least {self.same_from:g} for every input "
+                f"and T; not reproduced (they differ) when it is below {self.differ_below:g} for every input and T; "
+                f"else inconclusive")
+
+    def decide(self, smallest: float, largest: float) -> verdicts.Decision:
+        if not (math.isfinite(smallest) and math.isfinite(largest)) or largest <= 0:
+            return verdicts.not_testable("no token is pruned at any location: Eq. 8 fuses nothing", self.text)
+        if not 0 <= smallest <= largest <= 1 + 1e-12:
+            raise ValueError(f"range: need 0 <= smallest <= largest <= 1, got [{smallest!r}, {largest!r}]")
+        if smallest >= self.same_from:
+            return verdicts.Decision(verdicts.REPRODUCED, "", self.text)
+        if largest < self.differ_below:
+            return verdicts.Decision(verdicts.NOT_REPRODUCED, f"the scale is at most {largest:.4g}, below "
+                                                              f"{self.differ_below:g} for every input and T", self.text)
+        return verdicts.Decision(verdicts.INCONCLUSIVE, f"the scale ranges over [{smallest:.4g}, {largest:.4g}], "
+                                                        f"across the bars {self.differ_below:g} and {self.same_from:g}",
+                                 self.text)
+
+
+EQ8_NORM_RULE = ScaleBars(EQ8_SCALE, SCALE_SAME, SCALE_DIFFER)
 PHOTO_LOW, PHOTO_RANDOM = "cosine, variance - low variance", "cosine, variance - random"
 
 
@@ -245,6 +289,19 @@ _DECLARATIONS = [
         where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", rule=ROBUST_RULE,
         unit="top-1 points, largest difference vs main ({worst})", effect=EFFECTS["no_number"],
         premises=(TEMPERATURE_MOVES,) + PROXY, setting="proxy", section="§8", family="varmedad.robustness"),
+    Declaration(
+        id="varmedad.eq8.normalisation_set", kind="reviewer objection", on_rule_holds="rejected",
+        statement="Review minor comment 2, the part that can be checked here: the normalisation that Eq. 8 leaves "
+                  "unstated changes the fused token. Normalised over all the patch tokens at the location rather than "
+                  "over the pruned set P, it keeps the same direction at a smaller scale, for every input and T "
+                  "(DeiT-S at 224 px, blocks 4/7/10, r = 0.6). The missing parenthesis cannot be checked (the review "
+                  "does not quote Eq. 8); the unreported T is judged under objection 4",
+        quote='"Equation (8) is missing a closing parenthesis in the displayed denominator and should include a '
+              'definition of the temperature parameter T and the normalization over the pruned set P; as written, '
+              'the expression is hard to parse."',
+        where=f"Sec. 3.2 Eq. 8 ({_REVIEW}, minor comment 2)", rule=EQ8_NORM_RULE,
+        unit="scale, over all tokens / over P (largest over inputs and T)", setting="analytic at paper scale",
+        section="§8"),
     Declaration(
         id="varmedad.obj4.blocks", kind="reviewer objection", on_rule_holds="rejected",
         statement="Objection 4: accuracy does not depend on the (unablated) pruning blocks 4/7/10 at matched MACs "

@@ -1,6 +1,7 @@
 """Notebook 03's sensitivity to the unreported choices (objection 4): the Eq. 8 temperature (for T >= 0.01 from the
 fusion weights themselves; as T -> 0 from accuracy, where T moves the weights), the pruning blocks at matched MACs,
-and the fusion token."""
+and the fusion token; and Eq. 8's unstated normalisation set (the review's minor comment 2), at DeiT-S's token
+counts."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,7 +9,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
+from tokenprune.core.schedule import num_keep
+from tokenprune.core.scorers import select_topk
 from tokenprune.measure import significance
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison
@@ -16,12 +20,12 @@ from tokenprune.methods.varmedad import fusion_weight_distance, fusion_weight_sp
 from tokenprune.study import verdicts
 from tokenprune.study.varmedad.claims import CLAIMS, TEMPERATURE_MOVES
 from tokenprune.study.varmedad.designs import binding_gate, file, file_on_base, image_design
-from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, R_MAIN, T_FLAT_FROM,
-                                                TV_MIN)
+from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, PAPER_PATCHES, R_MAIN,
+                                                T_FLAT_FROM, TV_MIN)
 from tokenprune.study.varmedad.sweep import blocks_name
 
-__all__ = ["T_GRID", "temperature_spread", "temperature_flat_claim", "robust_claim", "temperature_distance",
-           "sensitivity"]
+__all__ = ["T_GRID", "temperature_spread", "temperature_flat_claim", "all_tokens_scale", "normalisation_claim",
+           "robust_claim", "temperature_distance", "sensitivity"]
 
 T_GRID = np.logspace(-9, 1, 41)
 """The temperatures of the Eq. 8 spread table, 1e-9 to 10 at four per decade."""
@@ -76,6 +80,58 @@ def temperature_flat_claim(rep, subjects: SimpleNamespace) -> Optional[pd.DataFr
     return table
 
 
+def all_tokens_scale(scores: torch.Tensor, keep_rate: float, temperature: float) -> torch.Tensor:
+    """Per image (``[B]``, float64): the scale of the Eq. 8 fused token normalised over all the ``N`` scored tokens
+    against normalised over the pruned set P (the ``N - ceil(r N)`` lowest scores, as
+    :func:`tokenprune.methods.varmedad.fuse_softmax` fuses them): ``sum over P of softmax(s / T)`` over all ``N``.
+    The weights over P are proportional in both readings, so this factor is all that differs; it is at most
+    ``|P| / N``, reached when the scores tie. 0 where nothing is pruned."""
+    if not temperature > 0:
+        raise ValueError(f"temperature: must be > 0, got {temperature!r}")
+    _, rest = select_topk(scores, num_keep(scores.shape[1], keep_rate))
+    w = torch.softmax(scores.double() / temperature, dim=1)
+    return torch.gather(w, 1, rest).sum(1)
+
+
+def normalisation_claim(rep, subjects: SimpleNamespace, temperature: float) -> pd.DataFrame:
+    """The review's minor comment 2, the part that can be checked here: whether Eq. 8's unstated normalisation set
+    (all the patch tokens at the location, or the pruned set P) changes the fused token, decided at DeiT-S's token
+    counts (224 px, blocks 4/7/10, r = 0.6, one fused token carried on) without data: over every score vector and
+    every T the scale of the all-tokens reading against the P reading ranges over (0, |P| / N], its largest value
+    computed here on tied scores (:func:`all_tokens_scale`), its smallest approached as T -> 0. The same scale on the
+    real photos through the pretrained ViT-S/14 at the main T stands in the details, deciding nothing. Returns the
+    table of the locations."""
+    rows, n = [], PAPER_PATCHES
+    for block in LOCS:
+        k = num_keep(n, R_MAIN)
+        top = float(all_tokens_scale(torch.zeros(1, n), R_MAIN, 1.0)[0])   # tied scores: the largest scale
+        rows.append({"block": block, "tokens_in": n, "pruned": n - k, "largest_scale": top})
+        n = k + 1                                                        # the kept tokens and the fused one
+    table = pd.DataFrame(rows)
+    worst = table.loc[table.largest_scale.idxmax()]
+    details = {"locations": table.to_dict("records"),
+               "smallest scale": "0, approached as T -> 0 wherever a kept score exceeds the pruned ones",
+               "direction": "the same in both readings (the weights over P are proportional); the next block's "
+                            "LayerNorm sees the fused token without its scale, the residual stream keeps it; "
+                            "accuracy is not measured",
+               "not checked here": "the closing parenthesis (the review does not quote Eq. 8); the temperature T: "
+                                   "varmedad.obj4.temperature_at_least_1e-2 and varmedad.obj4.temperature_to_zero"}
+    src = getattr(subjects, "photo_source", None)
+    if src in getattr(subjects, "rank_sources", {}):
+        cache = subjects.rank_sources[src]
+        sc = rankstats.score_rows(cache.cls_attn[LOCS[0]], ["attention_variance", "attention_medad"],
+                                  cache.num_prefix_tokens)
+        details[f"on the real photos, block {LOCS[0]}, T = {temperature:g} (not deciding)"] = {
+            name: [float(c.min()), float(c.max())] for name, c in
+            ((name, all_tokens_scale(s, R_MAIN, temperature)) for name, s in sc.items())}
+    decl = CLAIMS["varmedad.eq8.normalisation_set"]
+    file(rep, decl, decl.rule().decide(0.0, float(table.largest_scale.max())),
+         our_value=round(float(worst.largest_scale), 4),
+         why=f"block {int(worst.block)}: {int(worst.pruned)} of {int(worst.tokens_in)} tokens pruned",
+         details=details)
+    return table
+
+
 def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNamespace, subjects,
                  decide_on: Optional[Sequence[str]] = None, premises: Optional[dict] = None,
                  details: Optional[dict] = None) -> pd.DataFrame:
@@ -126,12 +182,14 @@ def temperature_distance(subjects: SimpleNamespace, base_model: str, T_main: flo
 
 def sensitivity(rep, preds: dict, sweep: pd.DataFrame, flat: float, cfg: SimpleNamespace,
                 subjects: SimpleNamespace) -> pd.DataFrame:
-    """Objection 4: the temperature for T >= 0.01 from the Eq. 8 weights (:func:`temperature_flat_claim`), and the
-    three robustness claims (T -> 0, blocks at matched MACs, fusion), each within +-:data:`EQUIV_MARGIN`; the table
-    of every alternative (with the block sets at equal keep rate and T = 1000 beside: T >= 0.01 is decided from the
-    weights). The designs' largest scale is ``subjects.n_test_split`` (the full test split) when given."""
+    """Objection 4: the temperature for T >= 0.01 from the Eq. 8 weights (:func:`temperature_flat_claim`), Eq. 8's
+    normalisation set (:func:`normalisation_claim`, the review's minor comment 2), and the three robustness claims
+    (T -> 0, blocks at matched MACs, fusion), each within +-:data:`EQUIV_MARGIN`; the table of every alternative
+    (with the block sets at equal keep rate and T = 1000 beside: T >= 0.01 is decided from the weights).
+    The designs' largest scale is ``subjects.n_test_split`` (the full test split) when given."""
     temperature_flat_claim(rep, subjects)
     T_main = float(cfg.temperature)
+    normalisation_claim(rep, subjects, T_main)
     t_alts = {"variance_T1e-9": 1e-9, "variance_T1e3": 1e3}
     tv = temperature_distance(subjects, cfg.base_model, T_main, t_alts)
     moves = tv["variance_T1e-9"] >= TV_MIN

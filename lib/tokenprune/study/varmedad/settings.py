@@ -11,7 +11,7 @@ from tokenprune.training.cached_finetunes import CONFIGS, VARMEDAD as CACHED
 
 __all__ = ["PARAMETERS", "PROFILES", "R_MAIN", "LOCS", "R_AGGRESSIVE", "MEDAD_READINGS", "PAIRS", "JAC_RATES",
            "EQUIV_MARGIN", "TV_MIN", "JAC_SAME", "JAC_DIFFER", "FLAT_SHARE", "UNEVEN_SHARE", "T_FLAT_FROM",
-           "MIN_SEEDS", "OVERLAP_STRIDES", "OVERLAP_TOKENS",
+           "SCALE_SAME", "SCALE_DIFFER", "PAPER_PATCHES", "MIN_SEEDS", "OVERLAP_STRIDES", "OVERLAP_TOKENS",
            "BLOCK_ALTERNATIVES", "EFFECTS", "PAPER_RECIPE"]
 
 PARAMETERS = {
@@ -201,6 +201,16 @@ JAC_DIFFER = 0.5
 T_FLAT_FROM = 1e-2
 FLAT_SHARE = 0.99
 UNEVEN_SHARE = 0.9
+# Eq. 8's normalisation set (the review finds it unstated): normalised over all N patch tokens at the location, the
+# fused token is c times the one normalised over the pruned set P, with c = sum over P of softmax(s / T) over all N
+# (the weights over P are proportional in both readings, so only the scale differs). The readings build the same
+# fused token when c is at least SCALE_SAME for every input and T (within 1 %, the bar FLAT_SHARE sets for the
+# weights' spread); they differ when c is below SCALE_DIFFER for every input and T (more than 10 % apart, the bar
+# UNEVEN_SHARE sets). c never exceeds n_pruned / N (the pruned tokens have the lowest scores and the weights rise with
+# the score), which it reaches when the scores tie.
+SCALE_SAME = 0.99
+SCALE_DIFFER = 0.9
+PAPER_PATCHES = (224 // 16) ** 2   # DeiT-S at 224 px, patch 16: 196 patch tokens enter block 4
 MIN_SEEDS = 3
 OVERLAP_STRIDES = (16, 14, 12, 10, 8)   # 16: no overlap; 12: the paper's
 OVERLAP_TOKENS = 18 * 18   # floor((224 - 16) / 12) + 1 = 18 per side: our derivation (the paper prints no count)
