@@ -15,7 +15,8 @@ from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import params, paper_runs, report, tolerances, verdicts
 from tokenprune.study.proxy import audit_model, chosen
 from tokenprune.study.claims import DeclarationTable
-from tokenprune.study.evit import claims, efficiency, experiments, filing, paper_scale, settings, studies, timing
+from tokenprune.study.evit import (claims, claims_lvvit, efficiency, experiments, filing, paper_scale, settings,
+                                   studies, timing)
 from tokenprune.study.paper_numbers import EVIT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,7 +98,7 @@ def test_the_committed_report_files_every_declaration_and_nothing_undeclared():
     used = {_declaration_of(i) for i in filed}
     paper_only = {d.id for d in claims.CLAIMS.values() if d.id.startswith("evit.paper_scale.")}
     assert set(claims.CLAIMS) - used == paper_only      # the paper profile's runs are not filed at default
-    assert len(filed) == 54
+    assert len(filed) == 64
 
 
 def test_the_paper_scale_declarations_decide_the_printed_top1():
@@ -418,15 +419,82 @@ def test_training_claims_are_not_testable_with_what_would_decide_them():
     assert {"evit.t4.longer_training_improves", "evit.t6.oracle_init_accuracy", "evit.t7.beats_dynamicvit_accuracy",
             "evit.t8.deit_b_cost_keep0.8", "evit.t9.fusion_beats_drop_high_res",
             "evit.t12.finetune_high_res"} <= set(ids)
+    cost_halves = {"evit.t5.lvvit_s_448.params_as_lvvit_s_384": "analytic at paper scale",
+                   "evit.t5.lvvit_s_448.throughput_as_lvvit_s_384": "timed on this machine"}
+    assert set(LVVIT_AND_FIGURES) <= set(ids) and len(ids) == len(set(ids)) == len(rep.claims)
     for c in rep.claims:
-        assert c.verdict == "not testable here" and c.would_decide and c.setting == "paper-scale run"
+        if c.id == "evit.lvvit_s.locations_cut_evenly":   # the one decided from the sources
+            assert c.verdict == "consistent" and c.setting == "from the sources" and not c.would_decide
+            continue
+        assert c.verdict == "not testable here" and c.would_decide, c.id
+        assert c.setting == cost_halves.get(c.id, "paper-scale run"), c.id
     by_id = {c.id: c for c in rep.claims}
+    assert by_id["evit.t5.lvvit_s_448.top1"].paper_value == 84.7
+    assert by_id["evit.t5.lvvit_s_448.beats_lvvit_s_384"].paper_value == 0.3
+    assert "LV-ViT" in by_id["evit.t5.lvvit_s_448.params_as_lvvit_s_384"].why
     assert by_id["evit.t8.deit_b_cost_keep0.8"].paper_value == 0.1
     assert by_id["evit.top1.deit_s.keep0.9.dropped"].paper_value == 79.9
     assert by_id["evit.t6.oracle_init_accuracy"].paper_value == 80.7
     rep = _rep()
     paper_scale.paper_scale_accuracy(rep, SimpleNamespace(profile="default"))
     assert _verdicts(rep) == {"evit.top1.deit_s.keep0.7": "not testable here"} and rep.claims[0].paper_value == 79.5
+
+
+LVVIT_AND_FIGURES = ("evit.lvvit_s.locations_cut_evenly", "evit.lvvit_s.speedup_small_drop",
+                     "evit.t5.lvvit_s.favourable_higher_res", "evit.t5.lvvit_s_448.top1",
+                     "evit.t5.lvvit_s_448.beats_lvvit_s_384", "evit.t5.lvvit_s_448.params_as_lvvit_s_384",
+                     "evit.t5.lvvit_s_448.throughput_as_lvvit_s_384", "evit.fig4.competitive_tradeoff",
+                     "evit.fig6.inattentive_stay_inattentive", "evit.fig7.inattentive_converge_to_background")
+
+
+def _evit_text():
+    """The EViT paper's text (shared/papers), its superscripts printed as the declarations quote them; None when the
+    checkout has no copy."""
+    here = Path(__file__).resolve()
+    found = [p / "shared/papers/evit-paper-text.txt" for p in (here.parents[2], here.parents[3])]
+    found = [f for f in found if f.exists()]
+    if not found:
+        return None
+    text = found[0].read_text(encoding="utf-8")
+    for n in (4, 5, 7, 9, 10, 13):
+        text = text.replace(f"${n}^{{th}}$", f"{n}th")
+    return text.replace("$224^{2}$", "224²").replace("$448^{2}$", "448²")
+
+
+def test_lvvit_and_figure_declarations_quote_the_paper():
+    """Each of the LV-ViT and figure declarations quotes the paper's text verbatim, every quoted passage."""
+    import re
+
+    text = _evit_text()
+    for cid in LVVIT_AND_FIGURES:
+        d = claims.CLAIMS[cid]
+        passages = re.findall(r'"(.*?)"(?: and |$)', d.quote)
+        assert passages and d.section == "§4", cid
+        if text is not None:
+            for passage in passages:
+                assert passage in text, (cid, passage)
+
+
+def test_reorganisation_layers_and_the_location_check(monkeypatch):
+    assert claims_lvvit.reorganisation_layers(12) == (4, 7, 10)
+    assert claims_lvvit.reorganisation_layers(16) == (5, 9, 13)
+    with pytest.raises(ValueError, match="not cut evenly"):
+        claims_lvvit.reorganisation_layers(13)
+    rep = _rep()
+    claim = paper_scale.locations_claim(rep)
+    assert claim.verdict == "consistent" and "LV-ViT-S: 5/9/13" in claim.our_value
+    monkeypatch.setattr(paper_scale, "EVIT_LOCATIONS", (3, 6, 9))   # code that prunes elsewhere than the text says
+    rep = _rep()
+    assert paper_scale.locations_claim(rep).verdict == "inconsistent"
+
+
+def test_lvvit_missing_names_timm_without_lvvit(monkeypatch):
+    import timm
+
+    monkeypatch.setattr(timm, "list_models", lambda pattern: [])
+    assert paper_scale.lvvit_missing() == f"timm {timm.__version__} has no LV-ViT model"
+    monkeypatch.setattr(timm, "list_models", lambda pattern: ["lvvit_s"])
+    assert "does not build LV-ViT" in paper_scale.lvvit_missing()
 
 
 def test_training_throughput_claim_gives_every_verdict(monkeypatch):

@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 from tokenprune.study import verdicts
 from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_BAR, PROXY_CHOSEN
 from tokenprune.study.claims import Declaration, DeclarationTable, paper_number
+from tokenprune.study.evit.claims_lvvit import declarations as lvvit_and_figure_declarations
 from tokenprune.study.paper_runs import FULL_SCHEDULE
 from tokenprune.study.tolerances import SAME_COST_GMACS
 from tokenprune.study.proxy.audit_model import MOVED
@@ -288,6 +289,7 @@ CLAIMS = DeclarationTable("evit", [
         setting="paper-scale run", section="§4",
         would_decide="EViT-DeiT-S trained at 224 px, then fine-tuned at a higher resolution, against one trained at "
                      "that resolution from scratch, on ImageNet-1k (§11 fine-tunes the small ViT only briefly)"),
+    *lvvit_and_figure_declarations(TIMING_ROUNDS, _TRAIN),  # LV-ViT-S with EViT; Figures 4, 6 and 7
     Declaration(
         id="evit.paper_scale.top1.deit_s.baseline", kind="consistency check",
         statement="DeiT-S reaches 79.8 % ImageNet top-1", quote=_README, where="EViT README / Table 2",

@@ -1,6 +1,7 @@
 """§4 of notebook 01: accuracy at the paper's scale. The ``paper`` profile evaluates DeiT-S on ImageNet val off the
 shelf and EViT-DeiT-S trained by EViT's recipe; elsewhere the claims about models trained with EViT are filed as not
-testable here, each with what would decide it."""
+testable here, each with what would decide it, as are EViT's LV-ViT rows (timm has no LV-ViT) and its Figures 4, 6
+and 7; the paper's even-cut rule for the reorganisation layers is checked against the layers it states."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,23 +19,69 @@ from tokenprune.measure import evaluation, intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.evit.filing import file
+from tokenprune.core.schedule import EVIT_LOCATIONS
+from tokenprune.study.claims import unmeasured
 from tokenprune.study.evit.claims import CLAIMS
+from tokenprune.study.evit.claims_lvvit import REORGANISATION_LAYERS, reorganisation_layers
 from tokenprune.study.evit.settings import KEEP_RATES
 from tokenprune.study.notebook import ci_columns
 from tokenprune.study.paper_numbers import EVIT
 from tokenprune.training import loop as tp_train, sources
 
-__all__ = ["training_claims", "paper_runs_wanted", "evit_run", "paper_scale_accuracy"]
+__all__ = ["training_claims", "lvvit_missing", "locations_claim", "lvvit_and_figure_claims", "paper_runs_wanted",
+           "evit_run", "paper_scale_accuracy"]
 
 _DEIT_S = EVIT["deit_small_patch16_224"]
 _KEEP07 = "evit.top1.deit_s.keep0.7"
 _NEEDS_TRAINING = "needs EViT trained at the paper's scale on ImageNet-1k, which this machine cannot run"
 
 
+def lvvit_missing() -> str:
+    """Why LV-ViT is not built here: timm has no LV-ViT model (the study does not implement the architecture)."""
+    if timm.list_models("*lvvit*") or timm.list_models("*lv_vit*"):
+        return "this notebook does not build LV-ViT"
+    return f"timm {timm.__version__} has no LV-ViT model"
+
+
+def locations_claim(rep: Any) -> Any:
+    """File the check that EViT's even-cut rule gives the layers the paper states (LV-ViT-S 5/9/13, DeiT 4/7/10, and
+    the official code's DeiT layers); returns the claim."""
+    decl = CLAIMS["evit.lvvit_s.locations_cut_evenly"]
+    ours = {m: reorganisation_layers(depth) for m, (depth, _) in REORGANISATION_LAYERS.items()}
+    ours["DeiT (official code)"] = tuple(EVIT_LOCATIONS)
+    show = "; ".join(f"{m}: {'/'.join(map(str, v))}" for m, v in ours.items())
+    paper = "; ".join(f"{m}: {'/'.join(map(str, v))}" for m, (_, v) in REORGANISATION_LAYERS.items())
+    return file(rep, decl, decl.rule().decide(ours), paper_value=paper, our_value=show,
+                why="the Appendix's rule with t = 3 at each model's depth")
+
+
+def lvvit_and_figure_claims(rep: Any) -> list[str]:
+    """EViT's LV-ViT rows (:func:`locations_claim`; the main results, Table 5's rows and EViT/0.7-LV-ViT-S@448's
+    top-1, gain, parameters and throughput) and Figures 4, 6 and 7, each ``not testable here`` with what would decide
+    it but the location check. Returns the ids filed."""
+    missing = lvvit_missing()
+    trained = f"needs LV-ViT-S trained with EViT on ImageNet-1k, which this machine cannot run; {missing}"
+    why = {"evit.lvvit_s.speedup_small_drop": trained, "evit.t5.lvvit_s.favourable_higher_res": trained,
+           "evit.t5.lvvit_s_448.top1": trained, "evit.t5.lvvit_s_448.beats_lvvit_s_384": trained,
+           "evit.t5.lvvit_s_448.params_as_lvvit_s_384": missing,
+           "evit.t5.lvvit_s_448.throughput_as_lvvit_s_384": missing,
+           "evit.fig4.competitive_tradeoff": "needs EViT-DeiT-S and EViT-LV-ViT-S trained at the paper's scale and "
+                                             "the compared ViTs timed on one GPU",
+           "evit.fig6.inattentive_stay_inattentive": "needs a pre-trained DeiT-S on ImageNet images; no profile of "
+                                                     "this notebook tracks those tokens",
+           "evit.fig7.inattentive_converge_to_background": "needs EViT-DeiT-S trained from scratch at the paper's "
+                                                           "scale with checkpoints, which this machine cannot run"}
+    filed = [locations_claim(rep).id]
+    for cid, reason in why.items():
+        decl = CLAIMS[cid]
+        filed.append(file(rep, decl, verdicts.not_testable(reason), premises=unmeasured(decl, reason)).id)
+    return filed
+
+
 def training_claims(rep: Any) -> list[str]:
     """The claims of Tables 2, 4, 6, 7, 8, 9 and 12 that need a model trained with EViT at the paper's scale, each
-    ``not testable here`` with what would decide it (Table 2's keep-0.7 row: :func:`paper_scale_accuracy`). Returns
-    the ids filed."""
+    ``not testable here`` with what would decide it (Table 2's keep-0.7 row: :func:`paper_scale_accuracy`), then
+    EViT's LV-ViT rows and Figures 4, 6 and 7 (:func:`lvvit_and_figure_claims`). Returns the ids filed."""
     filed = []
     for k in sorted(_DEIT_S["keep"], reverse=True):
         for template in ("evit.top1.deit_s.keep{keep:g}", "evit.top1.deit_s.keep{keep:g}.dropped"):
@@ -47,7 +94,7 @@ def training_claims(rep: Any) -> list[str]:
     for cid in ("evit.t4.longer_training_improves", "evit.t6.oracle_init_accuracy", "evit.t7.beats_dynamicvit_accuracy",
                 "evit.t8.deit_b_cost_keep0.8", "evit.t9.fusion_beats_drop_high_res", "evit.t12.finetune_high_res"):
         filed.append(file(rep, CLAIMS[cid], verdicts.not_testable(_NEEDS_TRAINING)).id)
-    return filed
+    return filed + lvvit_and_figure_claims(rep)
 
 
 def _top1_row(weights: str, reducer: Optional[str], keep: float, p: Predictions, ref: Optional[Predictions],
