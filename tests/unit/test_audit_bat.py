@@ -122,7 +122,7 @@ def test_top1_and_skipped_finetune_claims_are_not_testable():
     sources.file_top1_claims(rep)
     cfg = params.setup("02_diversity_merging", "smoke", {"finetune_steps": 0})
     finetunes.file_finetune_claims(rep, finetunes.Finetunes(pd.DataFrame(), pd.DataFrame(), {}), cfg, "m")
-    assert len(rep.claims) == 9 and {c.verdict for c in rep.claims} == {"not testable here"}
+    assert len(rep.claims) == 10 and {c.verdict for c in rep.claims} == {"not testable here"}
     assert all(c.kind == "paper claim" and len(c.why) <= 200 for c in rep.claims)
     assert rep.claims[0].paper_value == 79.6 and rep.claims[-1].paper_value == 0.5
 
@@ -426,7 +426,9 @@ def test_counts_clustering_reads_the_studys_same_cost_tolerance():
 def _fake_macs(plus_offset=0.08, clustering=0.002, spread=0.002):
     """A mac table: EViT (fusion) at the printed column, drop a bit lower, BAT's budget variant = EViT +
     ``clustering`` GMACs of operator, the +clusters variant ``plus_offset`` above; DeiT-T 1.25 / 0.82."""
-    rows = []
+    rows = [{"model": DEIT_S, "method": "unpruned", "reducer": None, "keep_rate": 1.0, "tokens": "196",
+             "gmacs_model": 4.6, "gmacs_reduction": 0.0, "gmacs_total": 4.6, "reduction_share": 0.0,
+             "counter_spread": spread}]
     for r in settings.PAPER_KEEP + [0.9, 0.8]:
         g = BAT[DEIT_S]["keep"].get(r, {}).get("gmacs", 3.5) + 0.01
         for red, model, extra in [("fuse_attention", g, 0.0), ("drop", g - 0.03, 0.0),
@@ -464,6 +466,36 @@ def test_mac_claims_and_the_plus_clusters_variant_can_go_both_ways():
     c = _mac_claims(_fake_macs(clustering=0.15))["bat.macs.deit_s.counts_clustering"]
     assert c.verdict == "not reproduced" and set(c.details["authors_log_gmacs"]) == {f"{r:g}" for r in
                                                                                      settings.PAPER_KEEP}
+
+
+def test_the_summarys_headline_is_read_at_keep_0_7_and_split_in_two_halves():
+    """"we reduce FLOPs by 35% with only 0.2% accuracy drop": Table 1's keep 0.7 is the only row that gives both
+    (4.6 -> 3.0 GMACs, 79.8 -> 79.6); the MAC half is decided analytically (35 +- 1 points), the accuracy half needs
+    the paper's training."""
+    assert claims.headline_keep_rates() == [0.7] and claims.HEADLINE_KEEP == 0.7
+    macs_half, top1_half = (claims.CLAIMS[f"bat.secondary.headline.{k}"] for k in ("mac_reduction", "top1_drop"))
+    assert (macs_half.kind, macs_half.setting, macs_half.section) == ("consistency check", "analytic at paper scale",
+                                                                      "§2")
+    assert (top1_half.kind, top1_half.setting, top1_half.rule) == ("paper claim", "paper-scale run", None)
+    assert "from scratch, 300 epochs" in top1_half.would_decide
+    assert macs_half.quote == top1_half.quote == '"On DeiT-S, we reduce FLOPs by 35% with only 0.2% accuracy drop"'
+    text = macs._summary_text()
+    if text is not None:
+        assert macs_half.quote[1:-1] in text
+    # keep 0.7 at 3.012 GMACs of 4.6 (clustering counted): -34.5 %; the budget 0.06 GMACs dearer: -33.2 %
+    for shift, verdict in [(0.0, "consistent"), (0.06, "inconsistent")]:
+        table = _fake_macs()
+        sel = (table.reducer == "merge_dpcknn_budget") & (table.keep_rate == 0.7)
+        table.loc[sel, "gmacs_total"] += shift
+        c = _mac_claims(table)["bat.secondary.headline.mac_reduction"]
+        assert c.verdict == verdict and c.paper_value == 35.0 and len(c.why) <= 200
+        assert c.our_value == pytest.approx(100 * (1 - (3.012 + shift) / 4.6), abs=0.01)
+        assert c.details["keep rates within 1 point of -35 %"] == (["0.7"] if shift == 0 else [])
+        assert c.details["keep rate for exactly -35 % (EViT's schedule, analytic)"] == pytest.approx(0.69, abs=0.01)
+    rep = Report("t", profile="smoke")
+    sources.file_top1_claims(rep)
+    c = next(c for c in rep.claims if c.id == "bat.secondary.headline.top1_drop")
+    assert c.verdict == "not testable here" and c.paper_value == 0.2
 
 
 def test_layer_norm_macs_is_fvcores_convention_measured():

@@ -82,6 +82,7 @@ def _rules(cfg) -> dict:
             "decoupled": cl.DECOUPLED_RULE, "decoupled_equal_keep": cl.DECOUPLED_EQUAL_KEEP_RULE,
             "early_late_null": cl.early_late_null_rule(m), "human_features": cl.human_features_rule(seeds, m),
             "just_as_fast": cl.JUST_AS_FAST_RULE, "equal_faithfulness": cl.equal_faithfulness_rule(m),
+            "just_as_accurate": cl.just_as_accurate_rule(m),
             "intermediate_layer": cl.intermediate_layer_rule(m), "low_keep_rate": cl.low_keep_rate_rule(m),
             "larger_model_null": cl.larger_model_null_rule(m)}
 
@@ -143,6 +144,8 @@ def test_larger_and_faithfulness(rules):
         if lo > hi:
             continue
         got = r["equal_faithfulness"].decide({"equivalent": eq, "agreement difference (fraction)": (0.0, lo, hi)})
+        assert got.verdict == old_faith(eq, lo, hi, d.margin_frac)
+        got = r["just_as_accurate"].decide({"equivalent": eq, "top-1 difference (fraction)": (0.0, lo, hi)})
         assert got.verdict == old_faith(eq, lo, hi, d.margin_frac)
 
 
@@ -383,8 +386,8 @@ def test_declarations_by_dataset():
 
 NT = "not testable here"
 COMPARISON_CLAIMS = ("coverage_gain", "coverage_better", "beats_centre_prior", "centre_prior_everywhere",
-                     "equal_faithfulness", "intermediate_layer", "early_late_null", "low_keep_rate",
-                     "capacity_control", "human_features", "larger_model_null")
+                     "equal_faithfulness", "just_as_accurate", "intermediate_layer", "early_late_null",
+                     "low_keep_rate", "capacity_control", "human_features", "larger_model_null")
 
 
 def test_effects_in_dispute_come_from_the_source_or_the_margin():
@@ -398,7 +401,7 @@ def test_effects_in_dispute_come_from_the_source_or_the_margin():
         assert cl.effect_in_dispute(cl.declaration(key, "aircraft")[0], cfg, "aircraft") == (
             cl.GAIN_THRESHOLD_PP if gain else 1.5), key
         scaled = cl.effect_in_dispute(cl.declaration(key, "parts")[0], cfg, "parts", 4.0)
-        assert scaled == (6.0 if key == "equal_faithfulness" else 1.5), key
+        assert scaled == (6.0 if key in ("equal_faithfulness", "just_as_accurate") else 1.5), key
         assert cl.declaration(key, "parts")[0].effect is None and cl.declaration(key, "fmnist")[0].effect is None
     assert cl.GAIN_THRESHOLD_PP == cl.DECOUPLE["coverage_gain_aircraft_pp"] == 6.0 and cl.GAIN_DATASET == "aircraft"
 
@@ -483,7 +486,8 @@ def _fake_run(n=40, n_tok=16, seed=0, datasets=("parts", "fmnist")):
                 for sc in st.SCORER_ORDER:
                     for s in (cfg.seeds if sc in st.TRAINED else [-1]):
                         per[(name, b, kp, sc, s)] = {"cov": rng.random(n),
-                                                     "agree": (rng.random(n) < 0.8).astype(float)}
+                                                     "agree": (rng.random(n) < 0.8).astype(float),
+                                                     "correct": (rng.random(n) < 0.6).astype(float)}
                         keep_idx[(name, sc, s)] = torch.as_tensor(rng.integers(0, n_tok, (n, 4)))
     m = meas.Measurements(per, keep_idx, list(cfg.seeds), 100, 0)
     gaps = meas.gaps_table(m, settings, cfg)
@@ -624,8 +628,8 @@ def test_equal_faithfulness_margin_is_scaled_by_the_proxys_sensitivity(tmp_path)
         ev = _evidence(per, sensitivity=factor)
         rep = _report(tmp_path, True)
         filing.file_faithfulness_claims(rep, [ev], ev.settings)
-        (c,) = rep.claims
-        assert c.id == "decouple.equal_faithfulness.parts" and c.outcome == want, (factor, c.why)
+        c = {c.id: c for c in rep.claims}["decouple.equal_faithfulness.parts"]
+        assert c.outcome == want, (factor, c.why)
         assert c.our_value == pytest.approx(10.0)
         assert c.details["margin, pp"] == pytest.approx(1.0 if factor is None else factor)
         if factor is None:   # no factor: not testable, the unscaled rule's verdict kept alone
@@ -637,6 +641,48 @@ def test_equal_faithfulness_margin_is_scaled_by_the_proxys_sensitivity(tmp_path)
     paper = {(k[0].replace("parts", "cub"), *k[1:]): v for k, v in per.items()}
     ev = _evidence(paper, dataset="cub", sensitivity=None)
     assert ev.sensitivity_premise().holds and ev.scale is None and ev.band is None
+
+
+def test_just_as_accurate_compares_top1_with_the_standard_method_within_the_scaled_margin(tmp_path):
+    """'just as fast and just as accurate': the head-pruned model's top-1 against the [CLS]-attention-pruned one's,
+    paired TOST within margin x the proxy's sensitivity factor; at the agreement ceiling it is uninformative; without
+    the top-1 measured it is not testable."""
+    rule = cl.just_as_accurate_rule(1.0, 20.0)
+    assert rule.decide({"equivalent": False, "top-1 difference (fraction)": (0.25, 0.22, 0.28)}).verdict == NR
+    assert rule.decide({"equivalent": True, "top-1 difference (fraction)": (0.10, 0.05, 0.15)}).verdict == R
+    assert "just_as_accurate" in cl.SCALED_MARGIN_KEYS and cl.PAPER_VALUE["just_as_accurate"] == "just as accurate"
+    d = cl.CLAIMS["decouple.just_as_accurate.parts"]
+    assert d.quote == '"they can get a system that is just as fast and just as accurate"' and d.section == "§6"
+    assert d.premises[:2] == (cl.ACCURACY_CEILING, cl.SENSITIVITY_KNOWN)
+    # the head-pruned model is right on 10 % more images than the [CLS]-attention-pruned one (about +-1.5 pp)
+    n = 400
+    per = {("parts/small", 6, 0.25, "sensitivity", 0): {"cov": np.zeros(n), "agree": _agreement(n, 300),
+                                                         "correct": _agreement(n, 240)},
+           ("parts/small", 6, 0.25, "cls_attention", -1): {"cov": np.zeros(n), "agree": _agreement(n, 300),
+                                                            "correct": _agreement(n, 200)}}
+    for factor, want in ((20.0, "holds"), (1.0, "fails"), (10.0, I), (None, NT)):
+        ev = _evidence(per, sensitivity=factor)
+        rep = _report(tmp_path, True)
+        filing.file_faithfulness_claims(rep, [ev], ev.settings)
+        c = {c.id: c for c in rep.claims}["decouple.just_as_accurate.parts"]
+        assert c.outcome == want and c.kind == "paper claim" and c.setting == "proxy", (factor, c.why)
+        assert c.our_value == pytest.approx(10.0) and len(c.why) <= 200
+        assert c.details["top-1 %"] == {"[CLS] attention": 50.0, "sensitivity head": 60.0}
+        assert c.details["margin, pp"] == pytest.approx(1.0 if factor is None else factor)
+        if factor is not None:
+            assert c.design["effect_in_dispute"] == pytest.approx(factor)
+    # both pruned models keep every decision of the unpruned one: uninformative, whatever the rule says
+    at_ceiling = {k: {**v, "agree": np.ones(n)} for k, v in per.items()}
+    rep = _report(tmp_path, True)
+    filing.file_faithfulness_claims(rep, [_evidence(at_ceiling, sensitivity=20.0)], {"parts/small": None})
+    c = {c.id: c for c in rep.claims}["decouple.just_as_accurate.parts"]
+    assert c.verdict == I and cl.ACCURACY_CEILING in c.details["failed premises"]
+    # top-1 not measured: not testable
+    bare = {k: {"cov": v["cov"], "agree": v["agree"]} for k, v in per.items()}
+    rep = _report(tmp_path, True)
+    filing.file_faithfulness_claims(rep, [_evidence(bare, sensitivity=20.0)], {"parts/small": None})
+    c = {c.id: c for c in rep.claims}["decouple.just_as_accurate.parts"]
+    assert c.verdict == NT and c.our_value is None
 
 
 def _band_measurements(n=400, in_band_coupled=False):

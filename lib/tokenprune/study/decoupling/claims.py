@@ -13,10 +13,10 @@ None: :func:`effect_in_dispute`).
 
 Two rules of the study are declared here. A tolerance given in ImageNet points that meets a proxy is scaled by the
 proxy's sensitivity factor (:func:`tokenprune.study.proxy.chosen.sensitivity_of`), or the claim is not testable
-(premise :data:`SENSITIVITY_KNOWN`): the equivalence margin of 'almost identical' faithfulness, and the band of
-DeiT-S's pruning cost that says which configurations the title claim counts (:func:`regime_band`). A figure the
-summary gives for one dataset is not transferred to another (premise :data:`FIGURE_FOR_DATASET`): the "more than six
-percentage points" are FGVC-Aircraft's.
+(premise :data:`SENSITIVITY_KNOWN`): the equivalence margins of 'almost identical' faithfulness and of 'just as
+accurate' top-1, and the band of DeiT-S's pruning cost that says which configurations the title claim counts
+(:func:`regime_band`). A figure the summary gives for one dataset is not transferred to another (premise
+:data:`FIGURE_FOR_DATASET`): the "more than six percentage points" are FGVC-Aircraft's.
 """
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ from tokenprune.study.verdicts import AllOf, Above, Below, Beyond, Criteria, Fla
 __all__ = ["CLAIMS", "KEYS", "GAIN_THRESHOLD_PP", "GAIN_DATASET", "DECOUPLED_MARGIN", "FAST_TOLERANCE_PCT",
            "REGIME_CRITERION", "REGIME_BAND", "regime_band", "SCALED_MARGIN_KEYS", "scaled_margin",
            "HEAD_PARAMS_FROM_SOURCES", "CEILING", "STAND_IN", "ENOUGH_CONFIGS", "ENOUGH_CONFIGS_PER_KEEP",
-           "SENSITIVITY_KNOWN", "FIGURE_FOR_DATASET", "EARLY_PARTS_HIDDEN", "HEAD_SIZE_GIVEN", "PAPER_VALUE",
-           "declaration", "effect_in_dispute",
+           "SENSITIVITY_KNOWN", "FIGURE_FOR_DATASET", "EARLY_PARTS_HIDDEN", "HEAD_SIZE_GIVEN", "ACCURACY_CEILING",
+           "PAPER_VALUE", "declaration", "effect_in_dispute",
            "rule_texts", "coverage_gain_rule", "coverage_better_rule", "centre_prior_everywhere_rule",
-           "early_late_null_rule", "human_features_rule", "equal_faithfulness_rule", "intermediate_layer_rule",
-           "low_keep_rate_rule", "larger_model_null_rule", "capacity_control_rule", "BEATS_CENTRE_RULE",
-           "DECOUPLED_RULE", "DECOUPLED_EQUAL_KEEP_RULE", "JUST_AS_FAST_RULE"]
+           "early_late_null_rule", "human_features_rule", "equal_faithfulness_rule", "just_as_accurate_rule",
+           "intermediate_layer_rule", "low_keep_rate_rule", "larger_model_null_rule", "capacity_control_rule",
+           "BEATS_CENTRE_RULE", "DECOUPLED_RULE", "DECOUPLED_EQUAL_KEEP_RULE", "JUST_AS_FAST_RULE"]
 
 QUOTE = DECOUPLE["quotes"]
 
@@ -73,8 +73,8 @@ def regime_band(sensitivity: Optional[float]) -> Optional[tuple[float, float]]:
     return None if sensitivity is None else (REGIME_BAND[0] * sensitivity, REGIME_BAND[1] * sensitivity)
 
 
-#: the claims whose ``margin`` is a tolerance in ImageNet points (top-1 agreement), scaled on a proxy
-SCALED_MARGIN_KEYS = ("equal_faithfulness",)
+#: the claims whose ``margin`` is a tolerance in ImageNet points (top-1 agreement, top-1), scaled on a proxy
+SCALED_MARGIN_KEYS = ("equal_faithfulness", "just_as_accurate")
 
 
 def scaled_margin(margin: float, sensitivity: Optional[float]) -> float:
@@ -85,6 +85,9 @@ def scaled_margin(margin: float, sensitivity: Optional[float]) -> float:
 
 #: premises built from this run's measurements, given per filing
 CEILING = "at least one agreement below the ceiling (at the ceiling, 'equal faithfulness' is uninformative)"
+#: where pruning hardly changes a decision, both pruned models keep the unpruned model's accuracy
+ACCURACY_CEILING = ("at least one pruned model's agreement with the unpruned model below the ceiling (at the ceiling, "
+                    "'just as accurate' is uninformative)")
 STAND_IN = ("SynthBirds' class-defining parts stand in for 'the features humans would use', and at least 2 "
             "evaluation images show one")
 #: the configurations the title claim counts: with a forward pass and, on a proxy, in DeiT-S's cost regime (agreement
@@ -103,8 +106,8 @@ HEAD_SIZE_GIVEN = "the head's size is given by the sources"
 
 #: the claims decided once per dataset (the rest: ``decouple.just_as_fast.deit_s_224``)
 KEYS = ("coverage_gain", "coverage_better", "beats_centre_prior", "centre_prior_everywhere", "decoupled",
-        "decoupled_equal_keep", "equal_faithfulness", "intermediate_layer", "early_late_null", "low_keep_rate",
-        "capacity_control", "human_features", "larger_model_null")
+        "decoupled_equal_keep", "equal_faithfulness", "just_as_accurate", "intermediate_layer", "early_late_null",
+        "low_keep_rate", "capacity_control", "human_features", "larger_model_null")
 
 #: the paper's side as results.json records it, where the summary gives words and no number
 PAPER_VALUE = {
@@ -122,6 +125,7 @@ PAPER_VALUE = {
     "human_features": "consistently",
     "larger_model_null": QUOTE["larger_model_value"],
     "just_as_fast": "just as fast",
+    "just_as_accurate": "just as accurate",
 }
 
 _SUMMARY = "press summary (decoupling-press-summary.txt), paragraph {n}; the paper's text was not found"
@@ -202,6 +206,17 @@ def equal_faithfulness_rule(margin: float, sensitivity: Optional[float] = None) 
         reproduced=(Flag("equivalent", f"the paired TOST (Schuirmann, alpha 0.05) of per-image agreement declares "
                                        f"equivalence within +-{frac:g}{how}"),),
         not_reproduced=(Beyond("agreement difference (fraction)", frac, level=90),))
+
+
+def just_as_accurate_rule(margin: float, sensitivity: Optional[float] = None) -> Criteria:
+    """"just as accurate": TOST of per-image top-1 correctness, sensitivity head - [CLS] attention, within
+    +-``margin`` ImageNet points x the proxy's ``sensitivity`` factor (None: unscaled, at paper scale), as fractions."""
+    frac = round(scaled_margin(margin, sensitivity) / 100, 6)
+    how = "" if sensitivity is None else f" ({margin:g} point x the proxy's sensitivity factor {sensitivity:.2f})"
+    return Criteria(
+        reproduced=(Flag("equivalent", f"the paired TOST (Schuirmann, alpha 0.05) of per-image top-1 correctness "
+                                       f"declares equivalence within +-{frac:g}{how}"),),
+        not_reproduced=(Beyond("top-1 difference (fraction)", frac, level=90),))
 
 
 def intermediate_layer_rule(margin: float) -> Criteria:
@@ -315,6 +330,13 @@ _DECLARATIONS = [
         rule=equal_faithfulness_rule, unit="pp agreement (90% CI)", effect=None, inner=(CEILING, SENSITIVITY_KNOWN),
         section="§6", headline=True),
     *_per_dataset(
+        "just_as_accurate", statement="the model pruned by the sensitivity-trained scorer is just as accurate (top-1) "
+                                      "as the one pruned by [CLS] attention, the standard method whose fast system "
+                                      "the sentence compares with (its speed: decouple.just_as_fast.deit_s_224)",
+        quote=_Q(QUOTE["just_as_fast"]), paragraph=7, kind="paper claim", on_rule_holds="reproduced",
+        paper_number=None, rule=just_as_accurate_rule, unit="pp top-1, sensitivity head - [CLS] attention (90% CI)",
+        effect=None, inner=(ACCURACY_CEILING, SENSITIVITY_KNOWN), section="§6", headline=False),
+    *_per_dataset(
         "intermediate_layer", statement="the coverage gap is largest when scoring at an intermediate block (its "
                                         "disappearance early and late is early_late_null)",
         quote=_Q(QUOTE["intermediate"]), paragraph=5, kind="paper claim", on_rule_holds="reproduced",
@@ -392,7 +414,8 @@ def rule_texts(cfg: SimpleNamespace) -> dict[str, str]:
         "beats_centre_prior": BEATS_CENTRE_RULE,
         "centre_prior_everywhere": centre_prior_everywhere_rule(len(cfg.blocks) * len(cfg.keep_rates), m),
         "decoupled": DECOUPLED_RULE, "decoupled_equal_keep": DECOUPLED_EQUAL_KEEP_RULE,
-        "equal_faithfulness": equal_faithfulness_rule(m), "intermediate_layer": intermediate_layer_rule(m),
+        "equal_faithfulness": equal_faithfulness_rule(m), "just_as_accurate": just_as_accurate_rule(m),
+        "intermediate_layer": intermediate_layer_rule(m),
         "early_late_null": early_late_null_rule(m), "low_keep_rate": low_keep_rate_rule(m),
         "capacity_control": capacity_control_rule(["mimic", "task"], m),
         "human_features": human_features_rule(seeds, m),

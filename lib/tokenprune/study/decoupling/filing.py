@@ -20,6 +20,7 @@ import math
 from types import SimpleNamespace
 from typing import Any, Mapping, Optional
 
+import numpy as np
 import pandas as pd
 
 from tokenprune.data import synthetic
@@ -291,7 +292,8 @@ def _larger_model(rep: Any, ev: Evidence) -> None:
 # ---------------------------------------------------------------------------------------------- sections 6, 7, 9
 def file_faithfulness_claims(rep: Any, evidences: list[Evidence], settings: dict) -> None:
     """'Almost identical' faithfulness (section 6): TOST of per-image agreement within the margin (ImageNet points) x
-    the proxy's sensitivity factor (not testable on a proxy without one), unless both are at the ceiling."""
+    the proxy's sensitivity factor (not testable on a proxy without one), unless both are at the ceiling; and 'just
+    as accurate' (:func:`_just_as_accurate`)."""
     for ev in evidences:
         m, d, cfg = ev.m, ev.d, ev.cfg
         x = m.per_image(ev.small, d.mid, d.low_keep, "sensitivity", "agree")
@@ -313,7 +315,52 @@ def file_faithfulness_claims(rep: Any, evidences: list[Evidence], settings: dict
                 details={"where": ev.where, "margin, pp": round(decl.scaled_margin(cfg.margin, ev.scale), 3)},
                 our_value=round(100 * tost.mean_diff, 2),
                 ci=[round(100 * tost.ci_low, 2), round(100 * tost.ci_high, 2)])
-    _file_not_run(rep, ("equal_faithfulness",), settings)
+        _just_as_accurate(rep, ev)
+    _file_not_run(rep, ("equal_faithfulness", "just_as_accurate"), settings)
+
+
+def _unpruned_top1(ev: Evidence) -> Optional[float]:
+    """The small model's unpruned top-1 (%) from the models table, None where it has none."""
+    t = ev.models_table
+    if not len(t) or "top1_unpruned" not in t or ev.small not in set(t.setting):
+        return None
+    return 100 * float(t.set_index("setting").loc[ev.small, "top1_unpruned"])
+
+
+def _just_as_accurate(rep: Any, ev: Evidence) -> None:
+    """'just as accurate': the model pruned by the sensitivity head against the one pruned by [CLS] attention (the
+    standard method the summary's sentence compares with), paired TOST of per-image top-1 correctness within the
+    margin (ImageNet points) x the proxy's sensitivity factor, at the claims' block and keep rate; uninformative where
+    both pruned models keep nearly every decision of the unpruned one (the ceiling on agreement)."""
+    m, d, cfg = ev.m, ev.d, ev.cfg
+    x, y = (m.per_image(ev.small, d.mid, d.low_keep, sc, "correct") for sc in ("sensitivity", "cls_attention"))
+    if x is None or y is None:
+        dl_, keys = ev.declaration("just_as_accurate")
+        file_unmeasured(rep, dl_, verdicts.not_testable(f"top-1 of the pruned models not measured at block {d.mid}, "
+                                                        f"keep {d.low_keep:g}"),
+                        keys=keys, read=ev.premises(), paper_value=decl.PAPER_VALUE["just_as_accurate"])
+        return
+    ax, ay = (m.per_image(ev.small, d.mid, d.low_keep, sc, "agree") for sc in ("sensitivity", "cls_attention"))
+    agree = [100 * float(np.mean(a)) for a in (ay, ax) if a is not None]
+    ceiling = Premise(decl.ACCURACY_CEILING, holds=bool(agree) and min(agree) < 100 * cfg.ceiling,
+                      detail=f"ceiling {100 * cfg.ceiling:g} %; agreements " +
+                             (" and ".join(f"{a:.1f} %" for a in agree) or "not measured"))
+    margin = decl.scaled_margin(cfg.margin, ev.scale)
+    tost = significance.tost_paired(x, y, margin=round(margin / 100, 6))
+    decision = decl.just_as_accurate_rule(cfg.margin, ev.scale).decide(
+        {"equivalent": tost.equivalent, "top-1 difference (fraction)": (tost.mean_diff, tost.ci_low, tost.ci_high)})
+    design = paired_design(x, y, ev.n_split, f"top-1 correctness, sensitivity - cls_attention, block {d.mid}, keep "
+                                             f"{d.low_keep:g}; sensitivity head: mean of the seeds per image")
+    top1 = {"[CLS] attention": round(100 * float(np.mean(y)), 2), "sensitivity head": round(100 * float(np.mean(x)), 2)}
+    unpruned = _unpruned_top1(ev)
+    if unpruned is not None:
+        top1["unpruned"] = round(unpruned, 2)
+    ev.file(rep, "just_as_accurate", decision, design=design,
+            premises={decl.ACCURACY_CEILING: ceiling, decl.SENSITIVITY_KNOWN: ev.sensitivity_premise()},
+            summary=f"top-1 [CLS] attention {top1['[CLS] attention']:.1f} %, head {top1['sensitivity head']:.1f} %, "
+                    f"TOST p {tost.p_value:.3f}",
+            details={"where": ev.where, "margin, pp": round(margin, 3), "top-1 %": top1},
+            our_value=round(100 * tost.mean_diff, 2), ci=[round(100 * tost.ci_low, 2), round(100 * tost.ci_high, 2)])
 
 
 def file_decoupling_claims(rep: Any, evidences: list[Evidence], settings: dict) -> None:
