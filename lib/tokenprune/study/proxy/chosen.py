@@ -8,12 +8,13 @@ candidates in the order tried, the fallback) was committed before any candidate 
 module drives notebook 00 (its settings, the cache recheck, the pre-registration's commit) and holds the outcome the
 audits read (:data:`CHOSEN`).
 
-The outcome, from the committed caches: no classification candidate meets K4 (ToMe at DeiT-S's MAC ratio costs every
-one of them more than 4 points) together with the cost bands and K6, and none meets the criteria other than the
-bands either, so there is **no classification proxy**: the accuracy claims of 01-03 are ``not testable here``
-(:func:`proxy_premise`), their numbers shown as what was measured on :data:`AUDIT_MODEL`. The fine-grained role has
-the **fallback** ``s14_birds_easy``: it meets every criterion but the cost bands, outside which it lies by the factor
-:func:`fallback_limitation` states on every claim decided on it.
+The outcome, from the committed caches: no classification candidate of either round meets every criterion (round 1's,
+at 64 tokens, cost far more than DeiT-S to prune, ToMe at DeiT-S's MAC ratio over 4 points on each; round 2's, trained
+from block 4, cost it too little or miss K6), so there is **no classification proxy**: the accuracy claims of 01-03
+are ``not testable here`` (:func:`proxy_premise`), their numbers shown as what was measured on :data:`AUDIT_MODEL`.
+The fine-grained role has the **fallback** ``s14_birds_easy`` until its round-2 candidate is measured: it meets
+every criterion but the cost bands, outside which it lies by the factor :func:`fallback_limitation` states on every
+claim decided on it.
 """
 from __future__ import annotations
 
