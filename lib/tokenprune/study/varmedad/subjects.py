@@ -92,7 +92,7 @@ def photo_batch(size: int, variants: int) -> tuple[torch.Tensor, np.ndarray, lis
     from tokenprune.data.pretrained import VIT_S14_MEAN, VIT_S14_STD
     xs, raw, names = [], [], []
     for name, img in data.sample_photos().items():
-        t = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float() / 255.0
+        t = torch.from_numpy(np.array(img)).permute(2, 0, 1).float() / 255.0
         h, w = t.shape[1:]
         s = min(h, w)
         top, left = (h - s) // 2, (w - s) // 2
