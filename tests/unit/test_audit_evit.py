@@ -1,5 +1,6 @@
 """Notebook 01's package (tokenprune.study.evit): its settings, its declared claims, and each claim function driven to
 the verdicts it can give on constructed inputs."""
+import inspect
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -347,6 +348,15 @@ def test_fusion_overhead_claim_is_decided_by_the_same_cost_tolerance():
 def test_fusion_and_table7_claims_share_the_same_cost_tolerance():
     assert claims.SAME_COST_GMACS == efficiency.SAME_COST_GMACS == tolerances.SAME_COST_GMACS
     assert not hasattr(claims, "FUSION_MAC_PRECISION")
+
+
+def test_printed_mac_reductions_share_one_tolerance():
+    """EViT's Table 6 "-36 %" and BAT's summary "35 %" are judged by the study's one tolerance for a reduction printed
+    in whole percent, and the oracle claim's default reads it."""
+    from tokenprune.study.bat import claims as bat_claims
+    assert claims.ORACLE_MAC_TOLERANCE_PP == bat_claims.HEADLINE_MAC_TOLERANCE_PP == tolerances.PRINTED_REDUCTION_PP
+    assert inspect.signature(efficiency.oracle_init_macs_claim).parameters["tolerance_pp"].default \
+        == tolerances.PRINTED_REDUCTION_PP
 
 
 def _table6_fuse(g07: float) -> dict:
