@@ -133,9 +133,9 @@ ALTS = [dict(name="x", estimate=0.5, low=0.2, high=0.8, p=0.01, equivalent=True)
 
 @pytest.mark.parametrize("alts", [list(c) for n in (1, 2, 3) for c in itertools.combinations(ALTS, n)])
 def test_robustness_matches_the_former_rule(alts):
-    d = vc.ROBUST_RULE.decide(alts)
+    d = vc.robust_rule().decide(alts)
     assert d.verdict == _old_robust(alts)
-    assert d.rule == vc.ROBUST_RULE.text
+    assert d.rule == vc.robust_rule().text
 
 
 def test_robustness_needs_alternatives():
@@ -292,7 +292,19 @@ def test_r07_rules():
 
 
 def test_equivalence_margin_is_below_the_effects_in_dispute():
-    assert settings.EQUIV_MARGIN * 100 < 0.22 and vc.ROBUST_RULE.margin < 0.22
+    assert settings.EQUIV_MARGIN * 100 < 0.22 and vc.robust_rule().margin < 0.22
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.0, 4.0])
+def test_equivalence_margins_scale_with_the_sensitivity_factor(factor):
+    assert vc.robust_rule(factor).margin == pytest.approx(settings.EQUIV_MARGIN * 100 * factor)
+    assert vc.medad_similar_rule(factor).margin == pytest.approx(settings.EQUIV_MARGIN * 100 * factor)
+
+
+@pytest.mark.parametrize("factor", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_sensitivity_factor_must_be_finite_and_positive(factor):
+    with pytest.raises(ValueError, match="factor"):
+        vc.robust_rule(factor)
 
 
 def test_cluster_bootstrap_resamples_the_clusters():
@@ -357,6 +369,7 @@ def _sensitivity_inputs(cls_scale: float):
 
 
 def test_temperature_claim_needs_a_temperature_that_moves_the_weights(monkeypatch):
+    _sensitivity_factor(monkeypatch, 1.0)
     preds, table, cfg, subj = _sensitivity_inputs(1e-2)
     rep = _rep()
     sensitivity.sensitivity(rep, preds, table, 1.0, cfg, subj)
@@ -408,7 +421,8 @@ def test_temperature_spread_rises_with_t():
         sensitivity.temperature_spread({"s": cache}, reduce="max")
 
 
-def test_a_failed_calibration_premise_makes_a_claim_inconclusive():
+def test_a_failed_calibration_premise_makes_a_claim_inconclusive(monkeypatch):
+    _sensitivity_factor(monkeypatch, 1.0)
     preds, table, cfg, subj = _sensitivity_inputs(1e-2)
     rep = _rep(proxy_holds=False)
     sensitivity.sensitivity(rep, preds, table, 1.0, cfg, subj)
@@ -416,7 +430,8 @@ def test_a_failed_calibration_premise_makes_a_claim_inconclusive():
     assert f.verdict == "inconclusive" and chosen.PROXY_CHOSEN in f.why and f.premises == list(vc.PROXY)
 
 
-def test_robust_claim_finds_a_difference_on_the_judged_alternatives_only():
+def test_robust_claim_finds_a_difference_on_the_judged_alternatives_only(monkeypatch):
+    _sensitivity_factor(monkeypatch, 1.0)
     rng = np.random.default_rng(1)
     base = rng.random(2000) < 0.8
     worse = base.copy()
@@ -432,7 +447,8 @@ def test_robust_claim_finds_a_difference_on_the_judged_alternatives_only():
     assert c.verdict == "upheld" and c.our_value == pytest.approx(-15.0)
 
 
-def test_robust_claim_files_a_design_and_can_be_not_testable():
+def test_robust_claim_files_a_design_and_can_be_not_testable(monkeypatch):
+    _sensitivity_factor(monkeypatch, 1.0)
     rng = np.random.default_rng(7)
     base = rng.random(200) < 0.8
     noisy = _flip(_flip(base, 10), 10, to=False, start=5)   # 20 discordant images, net 0: not equivalent at n = 200
@@ -445,6 +461,24 @@ def test_robust_claim_files_a_design_and_can_be_not_testable():
         verdicts_.append(c.verdict)
         assert c.design["n_max"] == n_max and c.design["effect_in_dispute"] == pytest.approx(0.2)
     assert verdicts_ == ["not testable here", "inconclusive"]
+
+
+def test_robust_claim_scales_its_margin_by_the_proxy_and_needs_one(monkeypatch):
+    """The margin in ImageNet points becomes factor x margin on a proxy: 40 discordant images of 2,000 with a net
+    difference of 0 are not equivalent within 0.2 points but are within 10 x 0.2 = 2 points; a model with no factor
+    leaves the claim not testable."""
+    base = np.random.default_rng(5).random(2000) < 0.8
+    preds = {"variance": _preds(base, 2000), "alt": _preds(_flip(_flip(base, 20), 20, to=False, start=5), 2000)}
+    got = {}
+    for factor in (1.0, 10.0, None):
+        _sensitivity_factor(monkeypatch, factor)
+        rep = _rep()
+        sensitivity.robust_claim(rep, preds, "varmedad.obj4.fusion", ["alt"], _cfg(), _subjects(10 ** 7))
+        c = _claim(rep, "varmedad.obj4.fusion")
+        got[factor] = c.verdict
+        if factor:
+            assert c.design["effect_in_dispute"] == pytest.approx(0.2 * factor)
+    assert got == {1.0: "inconclusive", 10.0: "rejected", None: "not testable here"}
 
 
 def _sensitivity_factor(monkeypatch, factor):

@@ -20,8 +20,8 @@ from tokenprune.study.varmedad.settings import (EFFECTS, EQUIV_MARGIN, FLAT_SHAR
                                                 T_FLAT_FROM, UNEVEN_SHARE)
 
 __all__ = ["CLAIMS", "PROXY", "SEEDS", "TEMPERATURE_MOVES", "TRAINS_OVERLAP", "TIMING_ROUNDS", "beats_rule",
-           "photo_rule", "top1_rule", "medad_similar_rule", "ExactBars", "paper_scale", "SPEARMAN", "JACCARD",
-           "MEDAD_JAC", "MEDAD_ACC", "FLAT_T", "EQ8_SCALE", "ScaleBars"]
+           "photo_rule", "top1_rule", "medad_similar_rule", "robust_rule", "ExactBars", "paper_scale", "SPEARMAN",
+           "JACCARD", "MEDAD_JAC", "MEDAD_ACC", "FLAT_T", "EQ8_SCALE", "ScaleBars"]
 
 # ---------------------------------------------------------------------------------------------- premises
 PROXY = (PROXY_BAR, PROXY_CHOSEN)
@@ -41,7 +41,6 @@ SPEARMAN, JACCARD = "Spearman rho (variance vs mean), block 4", "Jaccard of the 
 RERANK_RULE = verdicts.Criteria(
     reproduced=(verdicts.Below(SPEARMAN, 0.7),),
     not_reproduced=(verdicts.AllOf((verdicts.Above(SPEARMAN, 0.9), verdicts.Above(JACCARD, 0.75))),))
-ROBUST_RULE = verdicts.Robustness(EQUIV_MARGIN * 100, unit="top-1 points")
 SPEED_RULE = verdicts.Criteria(reproduced=(verdicts.Above("speedup vs unpruned", 0.9),),
                                not_reproduced=(verdicts.Below("speedup vs unpruned", 0.9),))
 TOKENS_RULE = verdicts.Condition(f"reproduced when the forward pass, num_patches and the conv grid formula all give "
@@ -67,13 +66,25 @@ FLAT_T = (f"smallest effective share of the pruned tokens in the Eq. 8 fused tok
           f"image, blocks {'/'.join(map(str, LOCS))}, variance and MedAD, r = {R_MAIN})")
 
 
-def medad_similar_rule(factor: float = 1.0) -> verdicts.Equivalence:
-    """'MedAD can similarly lead to strong performance': MedAD's top-1 equals variance's within the equivalence
-    margin (:data:`EQUIV_MARGIN`, ImageNet top-1 points) times ``factor``, the sensitivity factor of the proxy it is
-    measured on (1 on DeiT-S itself; :func:`tokenprune.study.proxy.chosen.sensitivity_of`)."""
+def _scaled_margin(factor: float) -> float:
+    """:data:`EQUIV_MARGIN` in top-1 points times ``factor``, the sensitivity factor of the proxy a claim is measured
+    on (1 on DeiT-S itself; :func:`tokenprune.study.proxy.chosen.sensitivity_of`)."""
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"factor: a sensitivity factor must be finite and > 0, got {factor!r}")
-    return verdicts.Equivalence(EQUIV_MARGIN * 100 * factor, unit="top-1 points")
+    return EQUIV_MARGIN * 100 * factor
+
+
+def medad_similar_rule(factor: float = 1.0) -> verdicts.Equivalence:
+    """'MedAD can similarly lead to strong performance': MedAD's top-1 equals variance's within the equivalence
+    margin (:data:`EQUIV_MARGIN`, ImageNet top-1 points) times ``factor``, the proxy's sensitivity factor."""
+    return verdicts.Equivalence(_scaled_margin(factor), unit="top-1 points")
+
+
+def robust_rule(factor: float = 1.0) -> verdicts.Robustness:
+    """Objection 4's robustness claims (T -> 0, blocks, fusion): every judged alternative equals the main
+    configuration within the equivalence margin (:data:`EQUIV_MARGIN`, ImageNet top-1 points) times ``factor``, the
+    proxy's sensitivity factor."""
+    return verdicts.Robustness(_scaled_margin(factor), unit="top-1 points")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -286,7 +297,7 @@ _DECLARATIONS = [
         statement="Objection 4 as T -> 0: accuracy does not depend on the unreported Eq. 8 temperature when T falls to "
                   "the scale of the scores (T = 1e-9, the fused token becomes the best pruned token, against T = "
                   "{temperature:g}; r = 0.6; trained {base_model}, no fine-tuning)", quote=_Q_FREE,
-        where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", rule=ROBUST_RULE,
+        where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", rule=robust_rule,
         unit="top-1 points, largest difference vs main ({worst})", effect=EFFECTS["no_number"],
         premises=(TEMPERATURE_MOVES,) + PROXY, setting="proxy", section="§8", family="varmedad.robustness"),
     Declaration(
@@ -306,14 +317,14 @@ _DECLARATIONS = [
         id="varmedad.obj4.blocks", kind="reviewer objection", on_rule_holds="rejected",
         statement="Objection 4: accuracy does not depend on the (unablated) pruning blocks 4/7/10 at matched MACs "
                   "(3/6/9, 5/8/11, 2/6/10, keep rate set by config_at_macs as in EViT's Table 13)", quote=_Q_FREE,
-        where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", rule=ROBUST_RULE,
+        where=f"Sec. 3.1, 4.1 ({_REVIEW}, major comment 4)", rule=robust_rule,
         unit="top-1 points, largest difference vs main ({worst}); at matched MACs", effect=EFFECTS["no_number"],
         premises=PROXY, setting="proxy", section="§8", family="varmedad.robustness"),
     Declaration(
         id="varmedad.obj4.fusion", kind="reviewer objection", on_rule_holds="rejected",
         statement="Objection 4: switching the fusion token off (drop) does not change accuracy at equal keep rate",
         quote='"a direct comparison at identical FLOPs with and without the fusion token would separate the '
-              'contribution of each."', where=f"{_REVIEW}, reading between the lines", rule=ROBUST_RULE,
+              'contribution of each."', where=f"{_REVIEW}, reading between the lines", rule=robust_rule,
         unit="top-1 points, largest difference vs main ({worst})", effect=EFFECTS["no_number"], premises=PROXY,
         setting="proxy", section="§8", family="varmedad.robustness"),
     Declaration(

@@ -14,11 +14,19 @@ from tokenprune.measure.evaluation import Predictions
 from tokenprune.measure.power import Design
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.claims import Declaration, file_claim
+from tokenprune.study.proxy import chosen
 from tokenprune.study.why import too_long
 from tokenprune.study.varmedad.claims import CLAIMS
 
-__all__ = ["image_design", "seed_design", "cluster_design", "binding_gate", "beats_values", "part_summary",
+__all__ = ["margin_factor", "image_design", "seed_design", "cluster_design", "binding_gate", "beats_values", "part_summary",
            "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file", "file_on_base"]
+
+
+def margin_factor(cfg: Any) -> Optional[float]:
+    """The factor a margin in ImageNet top-1 points is multiplied by on the model ``cfg.base_model``: 1 at the paper
+    profile (DeiT-S itself), else the proxy's sensitivity factor (:func:`tokenprune.study.proxy.chosen.sensitivity_of`),
+    None where the model is not a proxy notebook 00 chose (the margin has no meaning there)."""
+    return 1.0 if cfg.profile == "paper" else chosen.sensitivity_of(cfg.base_model)
 
 
 def image_design(a: Predictions, b: Predictions, n_max: Optional[int] = None,

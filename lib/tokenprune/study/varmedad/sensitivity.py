@@ -19,8 +19,8 @@ from tokenprune.measure.evaluation import paired_comparison
 from tokenprune.methods.varmedad import fusion_weight_distance, fusion_weight_spread
 from tokenprune.study import verdicts
 from tokenprune.study.varmedad.claims import CLAIMS, TEMPERATURE_MOVES
-from tokenprune.study.varmedad.designs import binding_gate, file, file_on_base, image_design
-from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, PAPER_PATCHES, R_MAIN,
+from tokenprune.study.varmedad.designs import binding_gate, file, file_on_base, image_design, margin_factor
+from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, LOCS, PAPER_PATCHES, R_MAIN,
                                                 T_FLAT_FROM, TV_MIN)
 from tokenprune.study.varmedad.sweep import blocks_name
 
@@ -136,14 +136,18 @@ def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNam
                  decide_on: Optional[Sequence[str]] = None, premises: Optional[dict] = None,
                  details: Optional[dict] = None) -> pd.DataFrame:
     """Every alternative vs the main configuration (variance, blocks 4/7/10, T main, fused) on the same images,
-    paired (bootstrap, McNemar, TOST within +-:data:`EQUIV_MARGIN`), decided by the declared robustness rule on the
-    alternatives ``decide_on`` (default: all), gated on the design of the binding alternative (effect in dispute:
-    the margin; up to the full test split); ``premises`` gives the value of declared premises measured here.
+    paired (bootstrap, McNemar, TOST within the margin), decided by the declared robustness rule on the alternatives
+    ``decide_on`` (default: all), gated on the design of the binding alternative (effect in dispute: the margin; up
+    to the full test split); ``premises`` gives the value of declared premises measured here. The margin,
+    :data:`EQUIV_MARGIN` in ImageNet top-1 points, is scaled by the proxy's sensitivity factor
+    (:func:`~tokenprune.study.varmedad.designs.margin_factor`); a model without one leaves the claim not testable.
     Returns every alternative's row."""
+    factor = margin_factor(cfg)
+    margin = EFFECTS["no_number"] * (factor or 1.0)
     rows = []
     for a in alts:
         t = significance.tost_paired(preds[a].correct.astype(float), preds["variance"].correct.astype(float),
-                                     EQUIV_MARGIN)
+                                     margin / 100)
         rows.append({"claim": cid, "alternative": a, **paired_comparison(preds[a], preds["variance"], seed=cfg.seed),
                      "tost_p": t.p_value, "equivalent_margin": t.equivalent})
     df = pd.DataFrame(rows)
@@ -154,12 +158,19 @@ def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNam
     alternatives = [{"name": r.alternative, "estimate": r.top1_diff * 100, "low": r.top1_diff_low * 100,
                      "high": r.top1_diff_high * 100, "p": r.mcnemar_p, "equivalent": r.equivalent_margin,
                      "tost_p": r.tost_p} for r in used.itertuples()]
-    eff, rule = EFFECTS["no_number"], CLAIMS[cid].rule()
+    rule = CLAIMS[cid].rule(factor or 1.0)
     n_max = getattr(subjects, "n_test_split", None)
-    det, bind = binding_gate([(a["name"], eff, image_design(preds[a["name"]], preds["variance"], n_max),
+    det, bind = binding_gate([(a["name"], margin, image_design(preds[a["name"]], preds["variance"], n_max),
                                bool(a["equivalent"] or (a["p"] < rule.alpha and (a["low"] > 0 or a["high"] < 0))))
                               for a in alternatives])
-    file_on_base(rep, cid, det.gate(rule.decide(alternatives)), profile=cfg.profile,
+    if factor is None:
+        decision = verdicts.not_testable(f"the margin is in ImageNet top-1 points and {cfg.base_model} has no "
+                                         "sensitivity factor (not a proxy notebook 00 chose)")
+    else:
+        decision = det.gate(rule.decide(alternatives))
+        details = {**(details or {}), "margin": f"{EFFECTS['no_number']:g} ImageNet points x sensitivity "
+                                                f"{factor:.3g} = {margin:.3g} points"}
+    file_on_base(rep, cid, decision, profile=cfg.profile,
                  base_run=getattr(subjects, "base_run", None), premises=premises,
                  keys={"worst": worst.alternative, "temperature": float(cfg.temperature), "base_model": cfg.base_model},
                  our_value=round(worst.top1_diff * 100, 2), ci=[worst.top1_diff_low * 100, worst.top1_diff_high * 100],

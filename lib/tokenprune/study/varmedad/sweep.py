@@ -16,11 +16,10 @@ from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison, prune_sweep
 from tokenprune.study import verdicts
-from tokenprune.study.proxy import chosen
 from tokenprune.study.why import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
-from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file, file_on_base, image_design,
-                                               interval, part_summary, part_text)
+from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file, file_on_base, image_design, interval,
+                                               margin_factor, part_summary, part_text)
 from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, R_AGGRESSIVE,
                                                 R_MAIN)
 from tokenprune.study.paper_numbers import VARMEDAD as VM
@@ -238,7 +237,7 @@ def variance_vs_medad(rep, preds: dict, cfg: SimpleNamespace, subjects: Any) -> 
     c = df.iloc[0]
     top1 = VM["matched"]["top1"]
     cid = "varmedad.variance_vs_medad"
-    factor = 1.0 if cfg.profile == "paper" else chosen.sensitivity_of(cfg.base_model)
+    factor = margin_factor(cfg)
     margin = EFFECTS["medad_similar"] * (factor or 1.0)
     det = verdicts.Detectable(margin, image_design(preds["variance"], preds["medad"],
                                                    getattr(subjects, "n_test_split", None)))
