@@ -22,6 +22,7 @@ from tokenprune.study.varmedad.claims import CLAIMS, TEMPERATURE_MOVES
 from tokenprune.study.varmedad.designs import binding_gate, file, file_on_base, image_design, margin_factor
 from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, LOCS, PAPER_PATCHES, R_MAIN,
                                                 T_FLAT_FROM, TV_MIN)
+from tokenprune.study.varmedad.subjects import photo_source
 from tokenprune.study.varmedad.sweep import blocks_name
 
 __all__ = ["T_GRID", "temperature_spread", "temperature_flat_claim", "all_tokens_scale", "normalisation_claim",
@@ -60,10 +61,8 @@ def temperature_flat_claim(rep, subjects: SimpleNamespace) -> Optional[pd.DataFr
     the weights are a plain mean for every such T, no T in the range can change the fused token, hence nor
     accuracy. Returns the per-block minima (None when the photos are missing: not testable)."""
     decl = CLAIMS["varmedad.obj4.temperature_at_least_1e-2"]
-    src = getattr(subjects, "photo_source", None)
-    if src not in subjects.rank_sources:
-        file(rep, decl, verdicts.not_testable("no real photos through the pretrained ViT-S/14 were loaded"),
-             keys={"patches": "no"})
+    src = photo_source(rep, decl, subjects)
+    if src is None:
         return None
     cache = subjects.rank_sources[src]
     n_patches = cache.cls_attn[LOCS[0]].shape[2] - cache.num_prefix_tokens

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from types import SimpleNamespace
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ import tokenprune.methods.varmedad  # noqa: F401  (registers the Eq. 6/7 variant
 from tokenprune.core import split_forward as split
 from tokenprune.core.precision import set_eager_attention
 from tokenprune.data import datasets as data
-from tokenprune.study import paper_runs
+from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.study.varmedad.claims import CLAIMS
 from tokenprune.study.varmedad.designs import file
@@ -27,7 +28,7 @@ from tokenprune.training import base_models as models, checkpoints, recipe_data
 from tokenprune.training import sources
 from tokenprune.training.recipe import TrainRecipe
 
-__all__ = ["start", "paper_table", "table1_claim", "photo_batch", "load_subjects"]
+__all__ = ["start", "paper_table", "table1_claim", "photo_batch", "photo_source", "load_subjects"]
 
 
 def start(cfg: SimpleNamespace) -> int:
@@ -84,6 +85,18 @@ def table1_claim(rep) -> float:
                details={"baseline": f"{t1['baseline_top1']}: the unpruned DeiT-S of Table 3, our assumption for "
                                     "Table 1's baseline"})
     return implied
+
+
+def photo_source(rep, decl, subjects) -> Optional[str]:
+    """The label under which ``subjects.rank_sources`` holds the real photos through the pretrained ViT-S/14 (the
+    claims decided on the kept sets use it); None after filing ``decl`` as not testable here when the photos or the
+    weights were not loaded."""
+    src = getattr(subjects, "photo_source", None)
+    if src in getattr(subjects, "rank_sources", {}):
+        return src
+    file(rep, decl, verdicts.not_testable("no real photos through the pretrained ViT-S/14 were loaded"),
+         keys={"patches": "no"})
+    return None
 
 
 def photo_batch(size: int, variants: int) -> tuple[torch.Tensor, np.ndarray, list[str]]:

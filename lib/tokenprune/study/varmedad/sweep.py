@@ -20,6 +20,7 @@ from tokenprune.study.why import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
 from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file, file_on_base, image_design, interval,
                                                margin_factor, part_summary, part_text)
+from tokenprune.study.varmedad.subjects import photo_source
 from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, R_AGGRESSIVE,
                                                 R_MAIN)
 from tokenprune.study.paper_numbers import VARMEDAD as VM
@@ -193,10 +194,8 @@ def medad_axis(rep, preds: dict, subjects: Any, cfg: SimpleNamespace) -> pd.Data
                      "chance": rankstats.chance_jaccard(sc["attention_medad"].shape[1], R_MAIN)})
     table = pd.DataFrame(rows)
     decl = CLAIMS["varmedad.eq7.median_axis"]
-    src = getattr(subjects, "photo_source", None)
-    if src not in subjects.rank_sources:
-        file(rep, decl, verdicts.not_testable("no real photos through the pretrained ViT-S/14 were loaded"),
-             keys={"patches": "no"})
+    src = photo_source(rep, decl, subjects)
+    if src is None:
         return table
     j = table[table.source == src].iloc[0]
     cache = subjects.rank_sources[src]
