@@ -123,18 +123,23 @@ def test_limitations_say_where_the_claims_rest_from_the_calibration(tmp_path):
 
     d = _calibration(tmp_path, {"classification": None, "fine-grained": "birds"},
                      {"classification": "none", "fine-grained": "fallback"})
+    choice = publish.chosen_values(tmp_path)
     on_proxy = {**RESULTS, "claims": [_claim("a", "paper claim", "not testable here", premises=[PROXY_CHOSEN])]}
-    text = F.limitations(d, on_proxy)
+    text = F.limitations(d, on_proxy, choice)
     assert "vit_x" in text and "0.7-5.0" in text and "5.1-17.6" in text   # the model measured, the candidates' range
     assert "birds" not in text
     two = {**on_proxy, "params": {"proxy_model": "vit_x", "base_model": "small_y"}}
-    assert "vit_x" in F.limitations(d, two) and "small_y" in F.limitations(d, two)
-    assert "None" not in F.limitations(d, {**on_proxy, "params": {}})   # a notebook that names no model
+    assert "vit_x" in F.limitations(d, two, choice) and "small_y" in F.limitations(d, two, choice)
+    assert "None" not in F.limitations(d, {**on_proxy, "params": {}}, choice)   # a notebook that names no model
     on_birds = {**RESULTS, "claims": [_claim("a", "paper claim", "reproduced", premises=[FINE_GRAINED_BAR])]}
-    text = F.limitations(d, on_birds)
+    text = F.limitations(d, on_birds, choice)
     assert "birds" in text and "2.92" in text and "19.8" in text
-    assert F.limitations(d, RESULTS) == ""                    # no claim rests on a proxy
-    assert F.limitations(tmp_path / "missing", on_birds) == ""
+    assert F.limitations(d, RESULTS, choice) == ""            # no claim rests on a proxy
+    assert F.limitations(tmp_path / "missing", on_birds, choice) == ""
+    proxy = {"chosen": {"classification": "cls_b", "fine-grained": "birds"},   # the choice given, not re-read
+             "how": {"classification": "qualified", "fine-grained": "qualified"}}
+    text = F.limitations(d, on_proxy, proxy)
+    assert "cls_b" in text and "81.0" in text and "0.7-5.0" not in text       # the chosen proxy's numbers alone
 
 
 def test_the_tally_counts_each_kind_in_its_verdicts_order_and_timed_claims_apart():

@@ -153,9 +153,12 @@ def _number(row: Mapping[str, str], key: str) -> Optional[float]:
         return None
 
 
-def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> str:
-    """Where the run's accuracy claims stand against DeiT-class models, from notebook 00's report in
-    ``calibration_dir`` (its choice and ``calibration.csv``): for claims that rest on the classification proxy
+def limitations(calibration_dir: Optional[Path],
+                results: Mapping[str, Any],
+                choice: Mapping[str, Any]) -> str:
+    """Where the run's accuracy claims stand against DeiT-class models, from notebook 00's choice ``choice``
+    (:func:`tokenprune.study.publish.chosen_values`) and its ``calibration.csv`` in ``calibration_dir``: for claims
+    that rest on the classification proxy
     (premise :data:`tokenprune.study.proxy.chosen.PROXY_CHOSEN`), that none qualified and what the candidates cost, or
     the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how far the fallback lies
     outside the cost bands. Empty when the run has no such claim or there is no calibration report."""
@@ -165,10 +168,7 @@ def limitations(calibration_dir: Optional[Path], results: Mapping[str, Any]) -> 
 
     if calibration_dir is None or not (calibration_dir / "calibration.csv").exists():
         return ""
-    import json
-
-    values = json.loads((calibration_dir / "results.json").read_text(encoding="utf-8")).get("values", {})
-    chosen, how = values.get("chosen", {}), values.get("how", {})
+    chosen, how = choice.get("chosen") or {}, choice.get("how") or {}
     with open(calibration_dir / "calibration.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     premises = {p for c in results.get("claims", []) for p in (c.get("premises") or [])}

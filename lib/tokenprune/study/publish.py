@@ -33,9 +33,10 @@ def publish(executed: Path, report_folder: Path, reports_dir: Path, notebook: Pa
 
     results = json.loads((report_folder / "results.json").read_text(encoding="utf-8"))
     found = findings(results)
-    limits = limitations(reports_dir / CALIBRATION_DIR, results) if found.total else ""
+    choice = chosen_values(reports_dir)
+    limits = limitations(reports_dir / CALIBRATION_DIR, results, choice) if found.total else ""
     text = (findings_markdown(found, link="", limits=limits, compute=compute_used(results),
-                              top=top_line(results, chosen_values(reports_dir))) if found.total else "")
+                              top=top_line(results, choice)) if found.total else "")
     png = forest_png(results) if found.total else None
     nb = nbformat.read(executed, as_version=4)
     if text:

@@ -140,7 +140,7 @@ def build_site(reports_dir: str | Path = "reports") -> str:
                      f'<span class="tally" data-notebook="{html.escape(nb["_dir"])}">'
                      f"{html.escape(tally_text(tally(nb['claims'])))}</span></p>")
         found = findings(nb)
-        body = findings_markdown(found, link=report, limits=limitations(root / CALIBRATION_DIR, nb),
+        body = findings_markdown(found, link=report, limits=limitations(root / CALIBRATION_DIR, nb, chosen),
                                  compute=compute_used(nb), top=top_line(nb, chosen))
         parts.append(_markdown(body.split("\n", 1)[1]))
         png = folder / "findings_forest.png"
