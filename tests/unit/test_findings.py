@@ -188,3 +188,30 @@ def test_headlines_put_the_papers_own_claims_first_then_what_was_decided_against
     many = claims + [_claim(f"x{i}", "paper claim", "not reproduced", setting="proxy") for i in range(F.MAX_AGAINST)]
     shown, more = F.headlines({"claims": many})
     assert len(shown) == 3 + F.MAX_AGAINST and more == 3   # 7 against: e, f and the first two on the proxy shown
+
+
+def test_the_committed_surfaces_show_the_same_tallies():
+    """What a reader opens without running anything: the top-level README's findings, the ledger, each report's
+    findings and the study page each give every notebook's tally, and the study's, as the committed results say."""
+    import html
+    import re
+
+    from tokenprune.study import site
+    from tokenprune.study.ledger import load_results
+    from tokenprune.utils.environment import REPO_ROOT
+
+    reports = REPO_ROOT / "reports"
+    results = [r for r in load_results(reports) if r["claims"]]
+    assert results, "no committed results"
+    expected = {r["_dir"]: tally_text(tally(r["claims"])) for r in results}
+    expected["all"] = tally_text(tally(c for r in results for c in r["claims"]))
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    ledger = (reports / "README.md").read_text(encoding="utf-8")
+    for nb, text in expected.items():
+        assert text in readme and text in ledger, nb
+        if nb != "all":
+            assert text in (reports / nb / publish.FINDINGS_FILE).read_text(encoding="utf-8"), nb
+    page = (reports / site.SITE_FILE).read_text(encoding="utf-8")
+    shown = {m.group(2): html.unescape(m.group(3)) for m in
+             re.finditer(r'<(span|p) class="tally" data-notebook="([^"]+)">(.*?)</\1>', page, re.S)}
+    assert shown == expected
