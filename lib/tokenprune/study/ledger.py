@@ -86,22 +86,10 @@ def _fmt_value(v: Any) -> str:
     return _cell(str(v))
 
 
-MAX_CELL = 200
-"""No cell of a claim's row is longer: the whole text is in results.json and on the study page."""
-
-
 def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell."""
+    """Text safe inside a markdown table cell, whole: a claim's statement carries where it was measured and its
+    scope, which a cut would drop."""
     return " ".join(text.replace("|", "\\|").split())
-
-
-def _short(text: str) -> str:
-    """:func:`_cell` of ``text``, cut to :data:`MAX_CELL` characters (ending in an ellipsis) when longer."""
-    cell = _cell(text)
-    if len(cell) <= MAX_CELL:
-        return cell
-    cut = cell[: MAX_CELL - 1].rstrip("\\")
-    return cut + "…"
 
 
 def _ours(claim: Mapping[str, Any]) -> str:
@@ -245,11 +233,11 @@ def build_ledger(reports_dir: str | os.PathLike[str] = "reports") -> str:
                 f"`{c['id']}`",
                 c["kind"],
                 c["setting"],
-                _short(c["statement"]),
-                _short(c.get("source", "")),
+                _cell(c["statement"]),
+                _cell(c.get("source", "")),
                 _fmt_value(c.get("paper_value")),
                 _ours(c),
-                _short(c.get("unit", "")),
+                _cell(c.get("unit", "")),
                 _cell(_mde_cell(c)),
                 _cell(c.get("profile", "")) + (TIMED_MARK if c.get("timed") else ""),
                 c["verdict"],
