@@ -136,6 +136,13 @@ def test_limitations_say_where_the_claims_rest_from_the_calibration(tmp_path):
     assert "birds" in text and "2.92" in text and "19.8" in text
     assert F.limitations(d, RESULTS, choice) == ""            # no claim rests on a proxy
     assert F.limitations(tmp_path / "missing", on_birds, choice) == ""
+    with open(d / "calibration_round2.csv", "w", newline="") as fh:           # a second round: both are named
+        fh.write("candidate,role,tokens,top1,cost@0.7,cost@0.5,tome_cost,band_distance\n"
+                 "deep_a,classification,196,84.0,0.1,2.2,0.6,1.0\ndeep_b,classification,196,98.0,0.4,0.2,1.3,4.4\n")
+    text = F.limitations(d, on_proxy, choice)
+    assert "0.7-5.0 and 5.1-17.6" in text and "0.1-0.4 and 0.6-1.3" in text   # each round's EViT and ToMe ranges
+    proxy = {"chosen": {"classification": "deep_b", "fine-grained": "birds"}}  # a round 2 proxy is found
+    assert "deep_b" in F.limitations(d, on_proxy, proxy) and "98.0" in F.limitations(d, on_proxy, proxy)
     proxy = {"chosen": {"classification": "cls_b", "fine-grained": "birds"},   # the choice given, not re-read
              "how": {"classification": "qualified", "fine-grained": "qualified"}}
     text = F.limitations(d, on_proxy, proxy)

@@ -153,24 +153,49 @@ def _number(row: Mapping[str, str], key: str) -> Optional[float]:
         return None
 
 
+def _round_rows(calibration_dir: Path) -> dict[int, list[dict]]:
+    """Each pre-registered round's measured candidates, from notebook 00's tables in ``calibration_dir``
+    (:data:`tokenprune.study.proxy.calibration.ROUND_TABLES`); a round whose table is missing is left out."""
+    from tokenprune.study.proxy.calibration import ROUND_TABLES
+
+    out = {}
+    for k, name in ROUND_TABLES.items():
+        path = calibration_dir / f"{name}.csv"
+        if path.exists():
+            with open(path, newline="", encoding="utf-8") as fh:
+                out[k] = [r for r in csv.DictReader(fh) if r.get("candidate")]
+    return out
+
+
+def _round_costs(k: int, cls: Sequence[Mapping[str, str]]) -> str:
+    """``0.7-13.2 and 5.1-17.6 points on round 1's 5 candidates (64 tokens)``: EViT at keep 0.7, then ToMe."""
+    def span(key: str) -> str:
+        v = [c for c in (_number(r, key) for r in cls) if c is not None]
+        return f"{min(v):.1f}-{max(v):.1f}" if v else "not measured"
+    tokens = "/".join(sorted({r["tokens"] for r in cls}, key=int))
+    return (f"{span('cost@0.7')} and {span('tome_cost')} points on round {k}'s {len(cls)} "
+            f"candidate{'s' if len(cls) != 1 else ''} ({tokens} tokens)")
+
+
 def limitations(calibration_dir: Optional[Path],
                 results: Mapping[str, Any],
                 choice: Mapping[str, Any]) -> str:
     """Where the run's accuracy claims stand against DeiT-class models, from notebook 00's choice ``choice``
-    (:func:`tokenprune.study.publish.chosen_values`) and its ``calibration.csv`` in ``calibration_dir``: for claims
-    that rest on the classification proxy
-    (premise :data:`tokenprune.study.proxy.chosen.PROXY_CHOSEN`), that none qualified and what the candidates cost, or
-    the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how far the fallback lies
-    outside the cost bands. Empty when the run has no such claim or there is no calibration report."""
+    (:func:`tokenprune.study.publish.chosen_values`) and each pre-registered round's table in ``calibration_dir``
+    (:func:`_round_rows`): for claims that rest on the classification proxy (premise
+    :data:`tokenprune.study.proxy.chosen.PROXY_CHOSEN`), that none qualified in either round and what each round's
+    candidates cost, or the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how
+    far the fallback lies outside the cost bands. Empty when the run has no such claim or there is no calibration
+    report."""
     from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
     from tokenprune.study.proxy.plan import band_text
     from tokenprune.study.paper_numbers import DEIT_CLASS_OFF_THE_SHELF as anchors
 
-    if calibration_dir is None or not (calibration_dir / "calibration.csv").exists():
+    by_round = _round_rows(calibration_dir) if calibration_dir is not None else {}
+    if not by_round:
         return ""
     chosen, how = choice.get("chosen") or {}, choice.get("how") or {}
-    with open(calibration_dir / "calibration.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
+    rows = [r for k in sorted(by_round) for r in by_round[k]]
     premises = {p for c in results.get("claims", []) for p in (c.get("premises") or [])}
     deit = (f"DeiT-S has 196 tokens and DeiT-class models lose about {anchors['low']:g}-{anchors['high']:g} points "
             f"off the shelf at about 3 GMACs ({anchors['source']})")
@@ -179,19 +204,19 @@ def limitations(calibration_dir: Optional[Path],
         cls = [r for r in rows if r.get("role") == "classification"]
         name = chosen.get("classification")
         if name is None and cls:
-            tome = [c for c in (_number(r, "tome_cost") for r in cls) if c is not None]
-            c7 = [c for c in (_number(r, "cost@0.7") for r in cls) if c is not None]
             params = results.get("params", {})
             models = list(dict.fromkeys(str(params[k]) for k in MEASURED_ON if params.get(k)))
             measured = (f" on `{models[0]}`, a model" if len(models) == 1 else
                         f" on {' and '.join(f'`{m}`' for m in models)}, models" if models else ", on models")
-            tokens = "/".join(sorted({r["tokens"] for r in cls}, key=int))
-            out.append(f"No classification proxy qualified in the pre-registered calibration (notebook 00): on its "
-                       f"{len(cls)} candidates ({tokens} tokens each), EViT with fusion costs {min(c7):.1f}-"
-                       f"{max(c7):.1f} points off the shelf at keep 0.7 and ToMe at DeiT-S's MAC ratio {min(tome):.1f}-"
-                       f"{max(tome):.1f}; {deit}. The accuracy claims that rest on the proxy are therefore not "
-                       f"testable here, each shown with what was measured{measured} outside the papers' "
-                       "regime.")
+            rounds = "; ".join(_round_costs(k, [r for r in by_round[k] if r.get("role") == "classification"])
+                               for k in sorted(by_round) if any(r.get("role") == "classification"
+                                                                for r in by_round[k]))
+            n = len(by_round)
+            out.append(f"No classification proxy qualified in the {n} pre-registered round{'s' if n > 1 else ''} "
+                       f"of the calibration (notebook 00). Off the shelf, "
+                       f"EViT with fusion at keep 0.7 and ToMe at DeiT-S's MAC ratio cost {rounds}; {deit}. The "
+                       f"accuracy claims that rest on the proxy are therefore not testable here, each shown with what "
+                       f"was measured{measured} outside the papers' regime.")
         elif name:
             row = next((r for r in cls if r["candidate"] == name), None)
             if row is not None:

@@ -22,8 +22,10 @@ from tokenprune.training.proxy.candidates import FINETUNE, Candidate
 
 __all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table", "criteria_table", "candidates_table",
            "cost_figure", "round2_status", "round2_complete", "calibrate_round2",
-           "NOT_A_CRITERION"]
+           "NOT_A_CRITERION", "ROUND_TABLES"]
 
+#: the table of notebook 00's report that holds each pre-registered round's measured candidates (:func:`table`)
+ROUND_TABLES = {1: "calibration", 2: "calibration_round2"}
 #: a criterion that does not apply to a candidate's role, in :func:`table`
 NOT_A_CRITERION = "not a criterion of its role"
 
