@@ -18,8 +18,8 @@ from tokenprune.study.proxy import chosen
 from tokenprune.study.why import too_long
 from tokenprune.study.varmedad.claims import CLAIMS
 
-__all__ = ["margin_factor", "image_design", "seed_design", "cluster_design", "binding_gate", "beats_values", "part_summary",
-           "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file", "file_on_base"]
+__all__ = ["margin_factor", "image_design", "seed_design", "cluster_design", "binding_gate", "beats_values",
+           "part_summary", "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file", "file_on_base"]
 
 
 def margin_factor(cfg: Any) -> Optional[float]:
