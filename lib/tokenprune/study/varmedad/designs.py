@@ -18,8 +18,9 @@ from tokenprune.study.proxy import chosen
 from tokenprune.study.why import too_long
 from tokenprune.study.varmedad.claims import CLAIMS
 
-__all__ = ["margin_factor", "image_design", "seed_design", "cluster_design", "binding_gate", "beats_values",
-           "part_summary", "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file", "file_on_base"]
+__all__ = ["margin_factor", "no_margin_factor", "image_design", "seed_design", "cluster_design", "binding_gate",
+           "beats_values", "part_summary", "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file",
+           "file_on_base"]
 
 
 def margin_factor(cfg: Any) -> Optional[float]:
@@ -27,6 +28,12 @@ def margin_factor(cfg: Any) -> Optional[float]:
     profile (DeiT-S itself), else the proxy's sensitivity factor (:func:`tokenprune.study.proxy.chosen.sensitivity_of`),
     None where the model is not a proxy notebook 00 chose (the margin has no meaning there)."""
     return 1.0 if cfg.profile == "paper" else chosen.sensitivity_of(cfg.base_model)
+
+
+def no_margin_factor(cfg: Any) -> verdicts.Decision:
+    """The decision of a claim whose margin is in ImageNet top-1 points on a model with no :func:`margin_factor`."""
+    return verdicts.not_testable(f"the margin is in ImageNet top-1 points and {cfg.base_model} has no sensitivity "
+                                 "factor (not a proxy notebook 00 chose)")
 
 
 def image_design(a: Predictions, b: Predictions, n_max: Optional[int] = None,

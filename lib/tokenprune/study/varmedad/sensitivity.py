@@ -19,7 +19,8 @@ from tokenprune.measure.evaluation import paired_comparison
 from tokenprune.methods.varmedad import fusion_weight_distance, fusion_weight_spread
 from tokenprune.study import verdicts
 from tokenprune.study.varmedad.claims import CLAIMS, TEMPERATURE_MOVES
-from tokenprune.study.varmedad.designs import binding_gate, file, file_on_base, image_design, margin_factor
+from tokenprune.study.varmedad.designs import (binding_gate, file, file_on_base, image_design, margin_factor,
+                                               no_margin_factor)
 from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, LOCS, PAPER_PATCHES, R_MAIN,
                                                 T_FLAT_FROM, TV_MIN)
 from tokenprune.study.varmedad.subjects import photo_source
@@ -142,7 +143,8 @@ def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNam
     (:func:`~tokenprune.study.varmedad.designs.margin_factor`); a model without one leaves the claim not testable.
     Returns every alternative's row."""
     factor = margin_factor(cfg)
-    margin = EFFECTS["no_number"] * (factor or 1.0)
+    rule = CLAIMS[cid].rule(factor or 1.0)
+    margin = rule.margin
     rows = []
     for a in alts:
         t = significance.tost_paired(preds[a].correct.astype(float), preds["variance"].correct.astype(float),
@@ -157,14 +159,12 @@ def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNam
     alternatives = [{"name": r.alternative, "estimate": r.top1_diff * 100, "low": r.top1_diff_low * 100,
                      "high": r.top1_diff_high * 100, "p": r.mcnemar_p, "equivalent": r.equivalent_margin,
                      "tost_p": r.tost_p} for r in used.itertuples()]
-    rule = CLAIMS[cid].rule(factor or 1.0)
     n_max = getattr(subjects, "n_test_split", None)
     det, bind = binding_gate([(a["name"], margin, image_design(preds[a["name"]], preds["variance"], n_max),
                                bool(a["equivalent"] or (a["p"] < rule.alpha and (a["low"] > 0 or a["high"] < 0))))
                               for a in alternatives])
     if factor is None:
-        decision = verdicts.not_testable(f"the margin is in ImageNet top-1 points and {cfg.base_model} has no "
-                                         "sensitivity factor (not a proxy notebook 00 chose)")
+        decision = no_margin_factor(cfg)
     else:
         decision = det.gate(rule.decide(alternatives))
         details = {**(details or {}), "margin": f"{EFFECTS['no_number']:g} ImageNet points x sensitivity "

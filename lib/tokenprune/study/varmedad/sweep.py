@@ -19,7 +19,7 @@ from tokenprune.study import verdicts
 from tokenprune.study.why import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
 from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file, file_on_base, image_design, interval,
-                                               margin_factor, part_summary, part_text)
+                                               margin_factor, no_margin_factor, part_summary, part_text)
 from tokenprune.study.varmedad.subjects import photo_source
 from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, R_AGGRESSIVE,
                                                 R_MAIN)
@@ -243,8 +243,7 @@ def variance_vs_medad(rep, preds: dict, cfg: SimpleNamespace, subjects: Any) -> 
     details = {"parts": [part_summary(f"{r.a} - {r.b} at r={r.keep_rate}", r._asdict()) for r in df.itertuples()],
                "design": det.design.text()}
     if factor is None:
-        decision = verdicts.not_testable(f"the margin is in ImageNet top-1 points and {cfg.base_model} has no "
-                                         "sensitivity factor (not a proxy notebook 00 chose)")
+        decision = no_margin_factor(cfg)
     else:
         t = significance.tost_paired(preds["variance"].correct.astype(float), preds["medad"].correct.astype(float),
                                      margin / 100)
