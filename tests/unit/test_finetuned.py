@@ -110,7 +110,7 @@ def test_eval_data_of_a_cluttered_candidate_equals_its_recipe_test_split():
 
 def test_the_chosen_proxy_is_the_one_the_committed_calibration_chose():
     """chosen.CHOSEN (the audits' default proxy) must be what notebook 00 chose in the committed reports, and
-    the plan applied to the committed caches must choose it too."""
+    the plan applied to the committed caches of both rounds must choose it too."""
     import json
 
     from tokenprune.study.proxy import calibration as proxy_calibration
@@ -119,7 +119,8 @@ def test_the_chosen_proxy_is_the_one_the_committed_calibration_chose():
     res = json.loads((REPO_ROOT / "reports" / "00_proxy_calibration" / "results.json").read_text())
     assert res["profile"] == "default"
     assert res["values"]["chosen"] == C.CHOSEN and res["values"]["how"] == C.HOW
-    _, chosen = proxy_calibration.calibrate()
+    rows1, chosen1 = proxy_calibration.calibrate()
+    _, chosen, _ = proxy_calibration.calibrate_round2(rows1, chosen1)   # both rounds, as notebook 00 chooses
     assert {role: name for role, (name, _) in chosen.items()} == C.CHOSEN
     assert {role: how for role, (_, how) in chosen.items()} == C.HOW
 
@@ -150,9 +151,9 @@ def test_the_fine_grained_fallback_carries_its_distance_from_the_bands():
 def test_the_sensitivity_factor_is_the_proxys_tome_cost_over_deit_s():
     from tokenprune.study import paper_numbers
     from tokenprune.study.proxy import calibration as proxy_calibration, plan as proxy_plan
-    from tokenprune.training.proxy import outputs as proxy_outputs
+    from tokenprune.training.proxy import outputs as proxy_outputs, round2
 
-    c = next(c for c in proxy_plan.CANDIDATES if c.name == C.FINE_GRAINED)
+    c = next(c for c in proxy_plan.CANDIDATES + round2.CANDIDATES if c.name == C.FINE_GRAINED)
     tome = proxy_calibration.measurements(c, proxy_outputs.load(c)[0])["tome_cost"]
     ref = paper_numbers.DEIT_CLASS_OFF_THE_SHELF["tome_deit_s_r13_pp"]
     assert C.sensitivity_of(C.FINE_GRAINED) == pytest.approx(tome / ref) == C.sensitivity_of(f"{C.FINE_GRAINED}_smoke")

@@ -77,8 +77,9 @@ def test_default_recipes_fit_the_brief():
     hashes = [x.recipe_hash() for x in r.values()]
     assert len(set(hashes)) == len(hashes)
     smoke = model_recipes.smoke_recipes()
-    # the smoke profile runs the fine-tunes' code on seeds 0-2 only
-    assert set(smoke) == {f"{n}_smoke" for n, x in r.items() if x.arch["builder"] != "finetune" or x.seed <= 2}
+    # the smoke profile runs the fine-tunes' code on seeds 0-2 only, and has each round-2 candidate (an audit's proxy)
+    assert set(smoke) == ({f"{n}_smoke" for n, x in r.items() if x.arch["builder"] != "finetune" or x.seed <= 2}
+                          | {f"{n}_smoke" for n in model_recipes.round2_recipes()})
 
 
 # ---------------------------------------------------------------------------------------------- pieces
@@ -309,9 +310,12 @@ def test_load_base_model_says_how_to_build_a_missing_one(tmp_path):
 def test_smoke_profile_builds_every_model(tmp_path):
     infos = tm.build_profile("smoke", cache_dir=tmp_path, progress=False, skip_missing_weights=True)
     names = {i["name"] for i in infos}
-    assert {"small_vit_fmnist_smoke", "s14_birds_easy_smoke"} <= names
+    assert {"small_vit_fmnist_smoke", "s14_birds_easy_smoke", "s14d_birds196_smoke"} <= names
+    # round 2's models store blocks 4-12 (about 32 MB) and are budgeted as a round (round2.REPO_BUDGET_MB)
+    round2 = {f"{n}_smoke" for n in model_recipes.round2_recipes()}
     for info in infos:
-        assert Path(info["path"]).is_file() and info["size_bytes"] <= checkpoints.MAX_CHECKPOINT_BYTES
+        assert Path(info["path"]).is_file()
+        assert info["size_bytes"] <= checkpoints.MAX_CHECKPOINT_BYTES or info["name"] in round2
         assert 0.0 <= info["test"]["accuracy"] <= 1.0
     for info in infos:  # second call: everything from the cache
         model, again = tm.load_base_model(info["name"], cache_dir=tmp_path)

@@ -187,7 +187,7 @@ def limitations(calibration_dir: Optional[Path],
     candidates cost, or the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how
     far the fallback lies outside the cost bands. Empty when the run has no such claim or there is no calibration
     report."""
-    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN
+    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN, against_deit
     from tokenprune.study.proxy.plan import band_text
     from tokenprune.study.paper_numbers import DEIT_CLASS_OFF_THE_SHELF as anchors
 
@@ -235,9 +235,9 @@ def limitations(calibration_dir: Optional[Path],
                        f"{_number(row, 'cost@0.5') or float('nan'):.1f} at keep 0.5"
                        + (f", outside the pre-registered bands ({band_text('K2')} and {band_text('K3')}) by a "
                           f"distance of {d:.2f} "
-                          f"(a factor of about {math.exp(d):.0f})" if d > 0 else "")
-                       + f"; {deit}. A verdict on it says how pruning behaves on a model more sensitive to it than "
-                         "DeiT-S.")
+                          f"(a factor of about {math.exp(d):.1f})" if d > 0 else "")
+                       + f"; {deit}. A verdict on it says how pruning behaves on "
+                       + against_deit({k: _number(row, k) for k in ("cost@0.7", "cost@0.5")}) + ".")
     return " ".join(out)
 
 

@@ -113,8 +113,7 @@ def fit_linear_head(model, feats: torch.Tensor, labels: torch.Tensor, num_classe
 
 def _recipe(cfg: SimpleNamespace, name: str):
     smoke = cfg.profile == "smoke"
-    recipes = model_recipes.smoke_recipes() if smoke else model_recipes.default_recipes()
-    return recipes[name + ("_smoke" if smoke else "")]
+    return model_recipes.find_recipe(name + ("_smoke" if smoke else ""), "smoke" if smoke else "default")[1]
 
 
 def _sizes(cfg: SimpleNamespace, size_name: str) -> tuple[int, int]:

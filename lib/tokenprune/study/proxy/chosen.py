@@ -12,9 +12,10 @@ The outcome, from the committed caches: no classification candidate of either ro
 at 64 tokens, cost far more than DeiT-S to prune, ToMe at DeiT-S's MAC ratio over 4 points on each; round 2's, trained
 from block 4, cost it too little or miss K6), so there is **no classification proxy**: the accuracy claims of 01-03
 are ``not testable here`` (:func:`proxy_premise`), their numbers shown as what was measured on :data:`AUDIT_MODEL`.
-The fine-grained role has the **fallback** ``s14_birds_easy`` until its round-2 candidate is measured: it meets
-every criterion but the cost bands, outside which it lies by the factor :func:`fallback_limitation` states on every
-claim decided on it.
+The fine-grained role has the **fallback** ``s14d_birds196`` (round 2's SynthBirds twin at 196 px, trained from block
+4): no fine-grained candidate of either round meets every criterion, and of those meeting every other criterion it lies
+nearest the cost bands (EViT's keep-0.7 cost inside K2's band, its keep-0.5 cost above K3's). How far outside the bands
+it lies, :func:`fallback_limitation` states on every claim decided on it.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "AUDIT_MODEL", "start",
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
-           "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "sensitivity_of"]
+           "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "against_deit", "sensitivity_of"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap",
@@ -54,7 +55,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 #: the proxy of each role as notebook 00 chose it by the plan, the one home of the audits' defaults: the committed
 #: reports/00_proxy_calibration/results.json must record the same choice (a test checks it), so a rerun of 00 that
 #: chooses otherwise fails the tests until this line and the audits' reports follow it
-CHOSEN: dict[str, Optional[str]] = {"classification": None, "fine-grained": "s14_birds_easy"}
+CHOSEN: dict[str, Optional[str]] = {"classification": None, "fine-grained": "s14d_birds196"}
 #: how each role's proxy was chosen (:func:`tokenprune.study.proxy.plan.choose`)
 HOW: dict[str, str] = {"classification": "none", "fine-grained": "fallback"}
 #: the classification proxy of notebooks 01-03 (None: no candidate qualified)
@@ -159,9 +160,33 @@ fallback's limitation when the model is the fallback proxy."""
 
 
 def _candidate(name: str) -> Optional[plan.Candidate]:
-    """The pre-registered candidate ``name`` stands for (a smoke model for its default one), or None."""
+    """The pre-registered candidate of either round ``name`` stands for (a smoke model for its default one), or
+    None."""
+    from tokenprune.training.proxy import round2
+
     key = name.removesuffix("_smoke")
-    return next((c for c in plan.CANDIDATES if c.name == key), None)
+    return next((c for c in plan.CANDIDATES + round2.CANDIDATES if c.name == key), None)
+
+
+def against_deit(costs: dict[str, Optional[float]]) -> str:
+    """How a model whose off-the-shelf EViT costs are ``costs`` (``cost@0.7``, ``cost@0.5``) compares with DeiT-S, from
+    where each cost lies against its band (K2, K3): ``a model more sensitive to pruning than DeiT-S at keep 0.5 and
+    as sensitive at keep 0.7``; empty when a cost is missing."""
+    sides: dict[str, list[str]] = {}
+    for c in plan.CRITERIA:
+        if c.id not in ("K2", "K3"):
+            continue
+        v = costs.get(c.measure)
+        if v is None or not np.isfinite(v):
+            return ""
+        side = ("more sensitive to pruning than DeiT-S" if c.high is not None and v > c.high else
+                "less sensitive to pruning than DeiT-S" if c.low is not None and v < c.low else "as sensitive")
+        sides.setdefault(side, []).append(c.measure.split("@")[1])
+    parts = [f"{side} at keep {' and '.join(keeps)}" for side, keeps in sorted(sides.items(), key=lambda kv: kv[0]
+                                                                                    == "as sensitive")]
+    if len(parts) == 1 and parts[0].startswith("as sensitive"):
+        parts = [f"as sensitive to pruning as DeiT-S at keep {' and '.join(sides['as sensitive'])}"]
+    return "a model " + " and ".join(parts)
 
 
 def _role(name: str) -> str:
@@ -193,8 +218,12 @@ def fallback_limitation(name: str) -> str:
     return (f"{key} is the {role} fallback of the pre-registered calibration (notebook 00), outside its cost bands: "
             f"EViT off the shelf costs {m['cost@0.7']:.1f} points at keep 0.7 (band {plan.band_text('K2')}) and "
             f"{m['cost@0.5']:.1f} at keep 0.5 (band {plan.band_text('K3')}), a distance of {d:.2f} (sum of "
-            f"|log(cost / edge)|, a factor of {np.exp(d):.0f}); a verdict on it describes a model more sensitive to "
-            "pruning than DeiT-S")
+            f"|log(cost / edge)|, a factor of {_factor(np.exp(d))}); a verdict on it describes "
+            f"{against_deit(m)}")
+
+
+def _factor(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
 
 
 def sensitivity_of(name: str) -> Optional[float]:
