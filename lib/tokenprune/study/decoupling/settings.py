@@ -123,6 +123,10 @@ _DEFAULT = dict(
     n_boot=1000,
     fd_images=2,
     fd_probes=2,
+    # torch's default threads: the fine-grained proxy is a 22 M-parameter ViT at 196 tokens, and on an idle 2-core CPU
+    # (make reproduce runs alone) two threads ran the notebook in 970 s against 1,334 s on one; the smoke profile keeps
+    # one (tests run on a busy machine, see layout)
+    torch_threads=0,
 )
 
 _PAPER = dict(
