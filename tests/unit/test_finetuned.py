@@ -148,6 +148,19 @@ def test_the_fine_grained_fallback_carries_its_distance_from_the_bands():
     assert proxy_plan.BARS["fine-grained"] == 80.0
 
 
+def test_the_fallback_says_on_which_side_of_each_cost_band_it_lies():
+    """The limitation's comparison with DeiT-S is read from where each off-the-shelf cost lies against its band (K2 at
+    keep 0.7: 0.3-4, K3 at keep 0.5: 1.5-12), so a fallback inside one band and above the other is not called more
+    sensitive at both keep rates."""
+    assert C.band_sides({"cost@0.7": 3.87, "cost@0.5": 14.6}) == {"0.7": "inside", "0.5": "above"}
+    assert C.band_sides({"cost@0.7": 0.1, "cost@0.5": 1.0}) == {"0.7": "below", "0.5": "below"}
+    assert C.band_sides({"cost@0.7": 4.0, "cost@0.5": 1.5}) == {"0.7": "inside", "0.5": "inside"}   # edges inside
+    assert C.band_sides({"cost@0.7": None, "cost@0.5": 3.0}) == {} and C.against_deit({"cost@0.7": None}) == ""
+    texts = {C.against_deit(c) for c in ({"cost@0.7": 20.0, "cost@0.5": 40.0}, {"cost@0.7": 0.1, "cost@0.5": 1.0},
+                                          {"cost@0.7": 2.0, "cost@0.5": 5.0}, {"cost@0.7": 2.0, "cost@0.5": 14.0})}
+    assert len(texts) == 4 and "" not in texts
+
+
 def test_the_sensitivity_factor_is_the_proxys_tome_cost_over_deit_s():
     from tokenprune.study import paper_numbers
     from tokenprune.study.proxy import calibration as proxy_calibration, plan as proxy_plan

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "AUDIT_MODEL", "start",
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
-           "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "against_deit", "sensitivity_of"]
+           "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "band_sides", "against_deit",
+           "sensitivity_of"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap",
@@ -168,25 +169,36 @@ def _candidate(name: str) -> Optional[plan.Candidate]:
     return next((c for c in plan.CANDIDATES + round2.CANDIDATES if c.name == key), None)
 
 
-def against_deit(costs: dict[str, Optional[float]]) -> str:
-    """How a model whose off-the-shelf EViT costs are ``costs`` (``cost@0.7``, ``cost@0.5``) compares with DeiT-S, from
-    where each cost lies against its band (K2, K3): ``a model more sensitive to pruning than DeiT-S at keep 0.5 and
-    as sensitive at keep 0.7``; empty when a cost is missing."""
-    sides: dict[str, list[str]] = {}
+def band_sides(costs: dict[str, Optional[float]]) -> dict[str, str]:
+    """Where each off-the-shelf EViT cost of ``costs`` (``cost@0.7``, ``cost@0.5``) lies against its band (K2, K3;
+    an edge is inside), by keep rate: ``{"0.7": "inside", "0.5": "above"}``; empty when a cost is missing."""
+    out: dict[str, str] = {}
     for c in plan.CRITERIA:
         if c.id not in ("K2", "K3"):
             continue
         v = costs.get(c.measure)
         if v is None or not np.isfinite(v):
-            return ""
-        side = ("more sensitive to pruning than DeiT-S" if c.high is not None and v > c.high else
-                "less sensitive to pruning than DeiT-S" if c.low is not None and v < c.low else "as sensitive")
-        sides.setdefault(side, []).append(c.measure.split("@")[1])
-    parts = [f"{side} at keep {' and '.join(keeps)}" for side, keeps in sorted(sides.items(), key=lambda kv: kv[0]
-                                                                                    == "as sensitive")]
-    if len(parts) == 1 and parts[0].startswith("as sensitive"):
-        parts = [f"as sensitive to pruning as DeiT-S at keep {' and '.join(sides['as sensitive'])}"]
-    return "a model " + " and ".join(parts)
+            return {}
+        out[c.measure.split("@")[1]] = ("above" if c.high is not None and v > c.high else
+                                        "below" if c.low is not None and v < c.low else "inside")
+    return out
+
+
+def against_deit(costs: dict[str, Optional[float]]) -> str:
+    """How a model whose off-the-shelf EViT costs are ``costs`` compares with DeiT-S, from :func:`band_sides`:
+    ``a model more sensitive to pruning than DeiT-S at keep 0.5 and as sensitive at keep 0.7``; empty when a cost is
+    missing."""
+    words = {"above": "more sensitive to pruning than DeiT-S", "below": "less sensitive to pruning than DeiT-S",
+             "inside": "as sensitive"}
+    keeps: dict[str, list[str]] = {}
+    for keep, side in band_sides(costs).items():
+        keeps.setdefault(side, []).append(keep)
+    if not keeps:
+        return ""
+    if list(keeps) == ["inside"]:
+        return f"a model as sensitive to pruning as DeiT-S at keep {' and '.join(keeps['inside'])}"
+    order = sorted(keeps, key=lambda side: side == "inside")
+    return "a model " + " and ".join(f"{words[side]} at keep {' and '.join(keeps[side])}" for side in order)
 
 
 def _role(name: str) -> str:
