@@ -11,7 +11,6 @@ depend on the machine. The count line is the study's one tally (:mod:`tokenprune
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -187,7 +186,7 @@ def limitations(calibration_dir: Optional[Path],
     candidates cost, or the proxy's costs; for claims on the fine-grained proxy (premise ``FINE_GRAINED_BAR``), how
     far the fallback lies outside the cost bands. Empty when the run has no such claim or there is no calibration
     report."""
-    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN, against_deit
+    from tokenprune.study.proxy.chosen import FINE_GRAINED_BAR, PROXY_CHOSEN, against_deit, distance_factor
     from tokenprune.study.proxy.plan import band_text
     from tokenprune.study.paper_numbers import DEIT_CLASS_OFF_THE_SHELF as anchors
 
@@ -235,7 +234,7 @@ def limitations(calibration_dir: Optional[Path],
                        f"{_number(row, 'cost@0.5') or float('nan'):.1f} at keep 0.5"
                        + (f", outside the pre-registered bands ({band_text('K2')} and {band_text('K3')}) by a "
                           f"distance of {d:.2f} "
-                          f"(a factor of about {math.exp(d):.1f})" if d > 0 else "")
+                          f"(a factor of about {distance_factor(d)})" if d > 0 else "")
                        + f"; {deit}. A verdict on it says how pruning behaves on "
                        + against_deit({k: _number(row, k) for k in ("cost@0.7", "cost@0.5")}) + ".")
     return " ".join(out)

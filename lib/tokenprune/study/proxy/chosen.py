@@ -29,6 +29,7 @@ import torch
 
 from tokenprune.study.proxy import plan
 from tokenprune.training import base_models as tp_models, checkpoints, model_recipes
+from tokenprune.training.proxy import round2
 
 if TYPE_CHECKING:
     from tokenprune.study import verdicts
@@ -37,7 +38,7 @@ __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
            "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "band_sides", "against_deit",
-           "sensitivity_of"]
+           "distance_factor", "sensitivity_of"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap",
@@ -86,7 +87,6 @@ def recheck_caches(n: int) -> dict[str, float]:
         raise ValueError(f"recheck_images: must be 0 or a multiple of {proxy_outputs.MEASURE_BATCH} (the batch the "
                          f"caches were measured in), got {n}")
     from tokenprune.training.checkpoints import CheckpointMissingError
-    from tokenprune.training.proxy import round2
 
     out: dict[str, float] = {}
     if n == 0:
@@ -163,8 +163,6 @@ fallback's limitation when the model is the fallback proxy."""
 def _candidate(name: str) -> Optional[plan.Candidate]:
     """The pre-registered candidate of either round ``name`` stands for (a smoke model for its default one), or
     None."""
-    from tokenprune.training.proxy import round2
-
     key = name.removesuffix("_smoke")
     return next((c for c in plan.CANDIDATES + round2.CANDIDATES if c.name == key), None)
 
@@ -174,7 +172,7 @@ def band_sides(costs: dict[str, Optional[float]]) -> dict[str, str]:
     an edge is inside), by keep rate: ``{"0.7": "inside", "0.5": "above"}``; empty when a cost is missing."""
     out: dict[str, str] = {}
     for c in plan.CRITERIA:
-        if c.id not in ("K2", "K3"):
+        if c.id not in plan._COST_BANDS:
             continue
         v = costs.get(c.measure)
         if v is None or not np.isfinite(v):
@@ -230,11 +228,14 @@ def fallback_limitation(name: str) -> str:
     return (f"{key} is the {role} fallback of the pre-registered calibration (notebook 00), outside its cost bands: "
             f"EViT off the shelf costs {m['cost@0.7']:.1f} points at keep 0.7 (band {plan.band_text('K2')}) and "
             f"{m['cost@0.5']:.1f} at keep 0.5 (band {plan.band_text('K3')}), a distance of {d:.2f} (sum of "
-            f"|log(cost / edge)|, a factor of {_factor(np.exp(d))}); a verdict on it describes "
+            f"|log(cost / edge)|, a factor of {distance_factor(d)}); a verdict on it describes "
             f"{against_deit(m)}")
 
 
-def _factor(x: float) -> str:
+def distance_factor(d: float) -> str:
+    """The band distance ``d`` (:func:`tokenprune.study.proxy.plan.band_distance`) as the factor it stands for,
+    ``exp(d)``, for the text a reader sees: one decimal below 10 (``1.2``), none above (``18``)."""
+    x = float(np.exp(d))
     return f"{x:.1f}" if x < 10 else f"{x:.0f}"
 
 
