@@ -5,7 +5,7 @@ Commands:
   batch      run one notebook over many parameter sets (--jobs N, --shard i/n), each into its own folder
   report     rebuild or check the claims ledger from reports/*/results.json
   bench      EViT-style throughput of a patched timm model, settings side by side
-  models     train, or load by recipe hash, the default profile's base models
+  models     train, or load by recipe hash, the default profile's base models and cached results
   prepare    prepare the embedded datasets and the offline pretrained ViT-S/14
   train      training tools: the training bench (--bench) and the torchrun check (--ddp-check)
   paper-train  a paper's recipe on timm's training stack (GPU cluster; resumable; --estimate: GPU-hours)
@@ -31,7 +31,7 @@ COMMANDS = {
     "batch": "tokenprune.study.batch",
     "report": "tokenprune.study.ledger",
     "bench": "tokenprune.measure.bench_command",
-    "models": "tokenprune.training.models_cli",
+    "models": "tokenprune.study.cached_results",
     "prepare": "tokenprune.data.prepare",
     "train": "tokenprune.training.train_cli",
     "paper-train": "tokenprune.study.paper_runs",

@@ -81,7 +81,7 @@ def test_cached_finetunes_are_the_default_profile_and_the_paper_numbers():
     assert finetunes.finetune_runs(params.setup("03_variance_medad", "default", {})) == runs
 
 
-def test_the_models_command_does_not_import_the_study():
+def test_the_training_layers_models_command_does_not_import_the_study():
     import subprocess
     import sys
 

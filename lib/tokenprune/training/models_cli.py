@@ -138,8 +138,9 @@ def build_base_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """The base models, then each builder of :data:`OUTPUT_BUILDERS`; with ``--max-minutes M`` no new model and no
+def main(argv: Optional[Sequence[str]] = None, builders: Optional[Sequence[Callable[..., list]]] = None) -> int:
+    """The base models, then each of ``builders`` (None: :data:`OUTPUT_BUILDERS`; the command adds the study's,
+    :mod:`tokenprune.study.cached_results`); with ``--max-minutes M`` no new model and no
     further builder starts after M minutes (each builder is one unit: the longest, notebook 03's fine-tunes, took
     44 min here), and a rerun of the same command continues: everything built is cached as it completes."""
     args = build_parser().parse_args(argv)
@@ -148,13 +149,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         torch.set_num_threads(args.threads)
     if args.round is not None:
         return build_round2(args)
+    builders = OUTPUT_BUILDERS if builders is None else builders
     start = time.monotonic()
     rc = build_base_models(args)
     if rc == 0 and not args.list and args.only is None and is_main_process():
-        for i, build in enumerate(OUTPUT_BUILDERS):
+        for i, build in enumerate(builders):
             if args.max_minutes is not None and time.monotonic() - start > 60 * args.max_minutes:
-                left = [f"{b.__module__.removeprefix('tokenprune.training.')}.{b.__name__}"
-                        for b in OUTPUT_BUILDERS[i:]]
+                left = [f"{b.__module__.removeprefix('tokenprune.')}.{b.__name__}" for b in builders[i:]]
                 print(f"[models] --max-minutes {args.max_minutes:g} reached: the cached outputs of {', '.join(left)} "
                       "are left; rerun the same command to continue", flush=True)
                 break

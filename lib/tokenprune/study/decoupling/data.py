@@ -30,7 +30,7 @@ from tokenprune.training.sources import Preprocess
 __all__ = ["PAPER_DATASET", "PAPER_DIRS", "PAPER_ARCH", "PAPER_RECIPE", "FMNIST_CLUTTER", "FMNIST_MODELS", "Setting",
            "base_model", "part_model_name", "fmnist_model_name", "annotate_parts", "fit_linear_head", "parts_setting",
            "fmnist_setting", "paper_run_spec", "given_checkpoint", "check_paper_inputs", "paper_model", "paper_setting",
-           "make_setting", "load_settings", "Caches", "cache_settings", "settings_table"]
+           "make_setting", "load_settings", "Caches", "OnDemand", "cache_settings", "settings_table"]
 
 PAPER_DATASET = {
     "parts": "SynthBirds (procedural parts, exact keypoints)",
@@ -334,18 +334,33 @@ def load_settings(cfg: SimpleNamespace) -> dict[str, Setting]:
 
 @dataclass
 class Caches:
-    """The cached tokens of one unpruned pass per image set: ``train`` and ``eval``, each ``{setting: SplitCache}``."""
+    """The cached tokens of one unpruned pass per image set: ``train`` and ``eval``, each ``{setting: SplitCache}``
+    (``train``: made when first read, :class:`OnDemand`)."""
 
     train: dict
     eval: dict
 
 
+class OnDemand(dict):
+    """A dict whose missing key ``k`` is made by ``make(k)`` when first read, then kept."""
+
+    def __init__(self, make) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key):
+        self[key] = value = self._make(key)
+        return value
+
+
 def cache_settings(settings: dict[str, Setting], cfg: SimpleNamespace) -> Caches:
-    """One unpruned pass per image set (:class:`Caches`). The linear probe of ``parts/large`` is fitted on the cached
+    """One unpruned pass per image set (:class:`Caches`), the training images' when first needed (training heads:
+    not when they are loaded, :mod:`.cached_heads`). The linear probe of ``parts/large`` is fitted on the cached
     training features, and its logits follow from it."""
-    cache_tr, cache_ev = {}, {}
+    cache_tr = OnDemand(lambda name: split.cache_tokens(settings[name].model, settings[name].x_train,
+                                                        settings[name].blocks, dtype=cfg.dtype))
+    cache_ev = {}
     for name, S in settings.items():
-        cache_tr[name] = split.cache_tokens(S.model, S.x_train, S.blocks, dtype=cfg.dtype)
         cache_ev[name] = split.cache_tokens(S.model, S.x_eval, S.blocks, dtype=cfg.dtype)
         if name == "parts/large":
             S.info["probe_loss"] = fit_linear_head(S.model, cache_tr[name].features, S.y_train,

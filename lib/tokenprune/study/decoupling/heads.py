@@ -24,8 +24,8 @@ from tokenprune.study.decoupling.data import Setting
 from tokenprune.study.decoupling.settings import Layout, mid_block
 from tokenprune.study.notebook import Stopwatch
 
-__all__ = ["TrainedHeads", "train_signal", "train_heads", "check_split_path", "split_path_checks", "score_all",
-           "head_fit_table", "fd_tokens_drawn", "fd_check_table"]
+__all__ = ["TrainedHeads", "train_signal", "check_head_key", "train_setting", "eval_signal", "combine", "train_heads",
+           "check_split_path", "split_path_checks", "score_all", "head_fit_table", "fd_tokens_drawn", "fd_check_table"]
 
 
 def train_signal(S: Setting, cache: split.SplitCache, block: int, labels: torch.Tensor,
@@ -41,71 +41,101 @@ def train_signal(S: Setting, cache: split.SplitCache, block: int, labels: torch.
 
 @dataclass
 class TrainedHeads:
-    """``heads``: ``{(setting, block, kind, seed): head}``; ``log``: a DataFrame of the training runs;
-    ``signal_eval``: ``{(setting, block): oracle signal}`` of the evaluation images."""
+    """``heads``: ``{(setting, block, kind, seed): head}`` (of a setting loaded from the cache,
+    :mod:`.cached_heads`, only the head the split path is checked with, :func:`check_head_key`); ``log``: a DataFrame
+    of the training runs; ``signal_eval``: ``{(setting, block): oracle signal}`` of the evaluation images;
+    ``scores``: ``{(setting, block, kind, seed): [B, N] scores}`` of every head on the evaluation images."""
 
     heads: dict
     log: pd.DataFrame
     signal_eval: dict
+    scores: dict
+
+
+def check_head_key(name: str, S: Setting, cfg: SimpleNamespace) -> tuple:
+    """The head the split path is checked with in setting ``name``: the first seed's sensitivity head at the
+    intermediate block (:func:`split_path_checks`)."""
+    return (name, mid_block(S.blocks), "sensitivity", cfg.seeds[0])
+
+
+def train_setting(name: str, S: Setting, ctr: split.SplitCache, cev: split.SplitCache, cfg: SimpleNamespace,
+                  sw: Stopwatch) -> TrainedHeads:
+    """For every scoring block of setting ``name``: the signal of the training images, then per seed the sensitivity
+    head, the mimic control and (in ``task_settings``, intermediate block) the task-loss control, all
+    capacity-matched; at the intermediate block the oracle signal of the evaluation images; every head's scores on
+    the evaluation images."""
+    heads_out: dict = {}
+    log: list = []
+    signal_ev: dict = {}
+    p = ctr.num_prefix_tokens
+    dim = ctr.tokens[S.blocks[0]].shape[-1]
+    mid = mid_block(S.blocks)
+    for block in S.blocks:
+        with sw.section("sensitivity signal (train)"):
+            sig = train_signal(S, ctr, block, S.y_train, cfg)
+        attn = ctr.cls_attn[block][:, :, p:].mean(1)
+        # the sensitivity heads and the mimic controls of every seed train together (stacked, same result as one
+        # by one: learned.train_rankers); head g of seed s starts from make_head(dim, s) and sees seed s's batches
+        jobs = [("sensitivity", s, sig) for s in cfg.seeds] + [("mimic", s, attn) for s in cfg.seeds]
+        heads = [learned.make_head(dim, s) for _, s, _ in jobs]
+        t0 = time.perf_counter()
+        with sw.section("train heads (sensitivity, mimic)"):
+            hist = learned.train_rankers(heads, ctr.tokens[block], [j[2] for j in jobs], [j[1] for j in jobs],
+                                         num_prefix_tokens=p, steps=cfg.steps, batch=cfg.head_batch, lr=cfg.head_lr,
+                                         loss=cfg.rank_loss, dtype=cfg.dtype)
+        per_head_s = (time.perf_counter() - t0) / len(jobs)
+        results = [(kind, s, head, losses, per_head_s) for (kind, s, _), head, losses in zip(jobs, heads, hist)]
+        if name in cfg.task_settings and block == mid:
+            for s in cfg.seeds:
+                head = learned.make_head(dim, s)
+                t0 = time.perf_counter()
+                with sw.section("train heads (task)"):
+                    losses = learned.train_task(head, S.model, block, ctr.tokens[block], S.y_train, cfg.keep_rates,
+                                                steps=cfg.steps, batch=cfg.head_batch, lr=cfg.head_lr, seed=s,
+                                                tau=cfg.task_tau, dtype=cfg.dtype)
+                results.append(("task", s, head, losses, time.perf_counter() - t0))
+        for kind, s, head, losses, secs in results:
+            heads_out[(name, block, kind, s)] = head
+            log.append({"setting": name, "block": block, "kind": kind, "seed": s,
+                        "params": sum(q.numel() for q in head.parameters()),
+                        "loss_first": float(np.mean(losses[:5])), "loss_last": float(np.mean(losses[-5:])),
+                        "train_s": secs})
+        if block == mid:
+            with sw.section("sensitivity signal (eval, oracle)"):
+                signal_ev[(name, block)] = eval_signal(S, cev, block, cfg)
+    with sw.section("score evaluation images"):
+        scores = {key: split.score_cached(cev, key[1], "learned", extras=learned.predictor_extras({key[1]: head}))
+                  for key, head in heads_out.items()}
+    print(f"{name}: {len(heads_out)} heads trained")
+    return TrainedHeads(heads_out, pd.DataFrame(log), signal_ev, scores)
+
+
+def eval_signal(S: Setting, cev: split.SplitCache, block: int, cfg: SimpleNamespace,
+                images: Optional[int] = None) -> torch.Tensor:
+    """The oracle signal of the evaluation images (of the first ``images``: the same values as the first rows of
+    all of them, the probes being drawn per batch of 64 from its first index) at ``block``."""
+    n = len(cev) if images is None else images
+    return sensitivity.gradient_sensitivity(S.model, cev.tokens[block][:n], block, target=cfg.signal_target,
+                                            labels=S.y_eval[:n], probes=cfg.probes, seed=cfg.seed + 1,
+                                            dtype=cfg.dtype)
+
+
+def combine(parts: list[TrainedHeads], settings: dict[str, Setting]) -> TrainedHeads:
+    """The settings' heads in one :class:`TrainedHeads`. Asserts that every kind of head of a setting has the same
+    parameter count (capacity matching)."""
+    head_log = pd.concat([t.log for t in parts], ignore_index=True)
+    for name in settings:
+        counts = head_log[head_log.setting == name].groupby("kind").params.unique()
+        assert all(len(v) == 1 for v in counts) and len({int(v[0]) for v in counts}) == 1, counts
+    merged = [{k: v for t in parts for k, v in getattr(t, f).items()} for f in ("heads", "signal_eval", "scores")]
+    return TrainedHeads(merged[0], head_log, merged[1], merged[2])
 
 
 def train_heads(settings: dict[str, Setting], cache_tr: dict, cache_ev: dict, cfg: SimpleNamespace,
                 sw: Stopwatch) -> TrainedHeads:
-    """For every setting and scoring block: the signal of the training images, then per seed the sensitivity head,
-    the mimic control and (in ``task_settings``, intermediate block) the task-loss control, all capacity-matched;
-    at the intermediate block the oracle signal of the evaluation images.
-
-    Returns the :class:`TrainedHeads`. Asserts that every kind of head of a setting has the same parameter count.
-    """
-    heads_out: dict = {}
-    log: list = []
-    signal_ev: dict = {}
-    for name, S in settings.items():
-        ctr, cev = cache_tr[name], cache_ev[name]
-        p = ctr.num_prefix_tokens
-        dim = ctr.tokens[S.blocks[0]].shape[-1]
-        mid = mid_block(S.blocks)
-        for block in S.blocks:
-            with sw.section("sensitivity signal (train)"):
-                sig = train_signal(S, ctr, block, S.y_train, cfg)
-            attn = ctr.cls_attn[block][:, :, p:].mean(1)
-            # the sensitivity heads and the mimic controls of every seed train together (stacked, same result as one
-            # by one: learned.train_rankers); head g of seed s starts from make_head(dim, s) and sees seed s's batches
-            jobs = [("sensitivity", s, sig) for s in cfg.seeds] + [("mimic", s, attn) for s in cfg.seeds]
-            heads = [learned.make_head(dim, s) for _, s, _ in jobs]
-            t0 = time.perf_counter()
-            with sw.section("train heads (sensitivity, mimic)"):
-                hist = learned.train_rankers(heads, ctr.tokens[block], [j[2] for j in jobs], [j[1] for j in jobs],
-                                             num_prefix_tokens=p, steps=cfg.steps, batch=cfg.head_batch, lr=cfg.head_lr,
-                                             loss=cfg.rank_loss, dtype=cfg.dtype)
-            per_head_s = (time.perf_counter() - t0) / len(jobs)
-            results = [(kind, s, head, losses, per_head_s) for (kind, s, _), head, losses in zip(jobs, heads, hist)]
-            if name in cfg.task_settings and block == mid:
-                for s in cfg.seeds:
-                    head = learned.make_head(dim, s)
-                    t0 = time.perf_counter()
-                    with sw.section("train heads (task)"):
-                        losses = learned.train_task(head, S.model, block, ctr.tokens[block], S.y_train, cfg.keep_rates,
-                                                    steps=cfg.steps, batch=cfg.head_batch, lr=cfg.head_lr, seed=s,
-                                                    tau=cfg.task_tau, dtype=cfg.dtype)
-                    results.append(("task", s, head, losses, time.perf_counter() - t0))
-            for kind, s, head, losses, secs in results:
-                heads_out[(name, block, kind, s)] = head
-                log.append({"setting": name, "block": block, "kind": kind, "seed": s,
-                            "params": sum(q.numel() for q in head.parameters()),
-                            "loss_first": float(np.mean(losses[:5])), "loss_last": float(np.mean(losses[-5:])),
-                            "train_s": secs})
-            if block == mid:
-                with sw.section("sensitivity signal (eval, oracle)"):
-                    signal_ev[(name, block)] = sensitivity.gradient_sensitivity(
-                        S.model, cev.tokens[block], block, target=cfg.signal_target, labels=S.y_eval, probes=cfg.probes,
-                        seed=cfg.seed + 1, dtype=cfg.dtype)
-        print(f"{name}: {sum(1 for k in heads_out if k[0] == name)} heads trained")
-    head_log = pd.DataFrame(log)
-    for name in settings:  # capacity matching: every kind of head has the same parameter count in a setting
-        counts = head_log[head_log.setting == name].groupby("kind").params.unique()
-        assert all(len(v) == 1 for v in counts) and len({int(v[0]) for v in counts}) == 1, counts
-    return TrainedHeads(heads_out, head_log, signal_ev)
+    """:func:`train_setting` for every setting, combined (:func:`combine`)."""
+    return combine([train_setting(name, S, cache_tr[name], cache_ev[name], cfg, sw) for name, S in settings.items()],
+                   settings)
 
 
 def check_split_path(S: Setting, block: int, keep: float, head) -> dict:
@@ -132,18 +162,17 @@ def check_split_path(S: Setting, block: int, keep: float, head) -> dict:
 def split_path_checks(settings: dict[str, Setting], heads: dict, d: Layout, cfg: SimpleNamespace) -> pd.DataFrame:
     """:func:`check_split_path` per setting at its intermediate block and the low keep rate (first seed's
     sensitivity head); asserts the same kept tokens, source map and logits (within 1e-3)."""
-    checks = pd.DataFrame([check_split_path(S, mid_block(S.blocks), d.low_keep,
-                                            heads[(name, mid_block(S.blocks), "sensitivity", cfg.seeds[0])])
+    checks = pd.DataFrame([check_split_path(S, mid_block(S.blocks), d.low_keep, heads[check_head_key(name, S, cfg)])
                            for name, S in settings.items()])
     same = checks.same_kept_tokens.all() and checks.same_source_map.all()
     assert same and (checks.max_abs_logit_diff < 1e-3).all(), checks
     return checks
 
 
-def score_all(settings: dict[str, Setting], cache_ev: dict, heads: dict, signal_ev: dict,
-              cfg: SimpleNamespace) -> dict:
-    """``{(setting, block, scorer, seed): [B, N] scores}`` of every scorer on the evaluation images (seed -1 for
-    the untrained scorers: cls_attention, random, centre, oracle)."""
+def score_all(settings: dict[str, Setting], cache_ev: dict, trained: TrainedHeads, cfg: SimpleNamespace) -> dict:
+    """``{(setting, block, scorer, seed): [B, N] scores}`` of every scorer on the evaluation images: the untrained
+    scorers (cls_attention, random, centre; seed -1), the trained heads' (``trained.scores``) and at the
+    intermediate block the oracle (seed -1)."""
     scores: dict = {}
     for name, S in settings.items():
         cev = cache_ev[name]
@@ -152,12 +181,9 @@ def score_all(settings: dict[str, Setting], cache_ev: dict, heads: dict, signal_
             scores[(name, block, "random", -1)] = split.score_cached(
                 cev, block, "random", extras={"generator": torch.Generator().manual_seed(cfg.seed + block)})
             scores[(name, block, "centre", -1)] = split.score_cached(cev, block, "centre", extras={"grid": S.grid})
-            for (n_, b_, kind, s), head in heads.items():
-                if n_ == name and b_ == block:
-                    scores[(name, block, kind, s)] = split.score_cached(
-                        cev, block, "learned", extras=learned.predictor_extras({block: head}))
-            if (name, block) in signal_ev:
-                scores[(name, block, "oracle", -1)] = signal_ev[(name, block)]
+            scores.update({k: v for k, v in trained.scores.items() if k[:2] == (name, block)})
+            if (name, block) in trained.signal_eval:
+                scores[(name, block, "oracle", -1)] = trained.signal_eval[(name, block)]
     return scores
 
 
