@@ -2,7 +2,8 @@
 fine-tunes of a profile (:mod:`tokenprune.training.model_recipes`,
 :func:`tokenprune.training.base_models.build_profile`), then the fine-tuning runs cached as their outputs
 (:data:`OUTPUT_BUILDERS`), which start from those models: the variance / MedAD runs
-(:mod:`tokenprune.training.cached_finetunes`), the proxy candidates measured off the shelf and their K5 fine-tunes.
+(:mod:`tokenprune.training.cached_finetunes`), the proxy candidates measured off the shelf and their K5 fine-tunes,
+and the proxy's cached fine-tunes on their test split (:mod:`tokenprune.training.finetune_outputs`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from tokenprune.training import cached_finetunes
+from tokenprune.training import cached_finetunes, finetune_outputs
 from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
 from tokenprune.training.base_models import build_profile
 from tokenprune.training.distributed import is_main_process
@@ -114,7 +115,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 #: the producers of cached run outputs, each called with the profile, ``progress`` and ``force``
 OUTPUT_BUILDERS: tuple[Callable[..., list], ...] = (
-    cached_finetunes.build_cached, proxy_outputs.build, proxy_finetunes.build)
+    cached_finetunes.build_cached, proxy_outputs.build, proxy_finetunes.build, finetune_outputs.build)
 
 
 def build_base_models(args: argparse.Namespace) -> int:

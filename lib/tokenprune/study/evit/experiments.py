@@ -21,7 +21,7 @@ from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, OWN_TEST, TOP5_CEILING, TOP5_NOT_AT_CEILING
 from tokenprune.study.paper_numbers import EVIT
 from tokenprune.study.proxy.audit_model import AuditModel, EvaluatedModel, correct_matrix, gated, moved_premise
-from tokenprune.training import base_models as tp_models, model_recipes, recipe_data
+from tokenprune.training import base_models as tp_models, finetune_outputs, model_recipes, recipe_data
 from tokenprune.training import sources
 from tokenprune.training.recipe import TrainRecipe
 
@@ -242,9 +242,11 @@ def fusion_claims(rep: Any, model: EvaluatedModel, preds: dict) -> pd.DataFrame:
 def cached_finetunes(model: EvaluatedModel, cfg: Any, preds: dict) -> Finetunes:
     """The cached fine-tunes of the proxy (``base_models.load_finetuned``: every condition of
     :data:`~tokenprune.training.model_recipes.FINETUNE_CONDITIONS` for every seed of ``cfg.finetune_seeds``), each
-    patched with its condition's configuration and evaluated as trained on ``model``'s images, with the per-run log
-    (recipe hash, weights' SHA-256, checkpoint accuracy) and the table (with the off-the-shelf rows for reference;
-    ``model.base`` is left unpruned)."""
+    patched with its condition's configuration and evaluated as trained on ``model``'s images (at ``default`` the
+    outputs ``make models`` cached on its test split, each rechecked against its checkpoint:
+    :func:`tokenprune.training.finetune_outputs.cached_logits`), with the per-run log (recipe hash, weights'
+    SHA-256, checkpoint accuracy) and the table (with the off-the-shelf rows for reference; ``model.base`` is left
+    unpruned)."""
     prof = "smoke" if cfg.profile == "smoke" else "default"
     prefix = model_recipes.finetune_prefix(cfg.proxy_model)
     finetuned: dict = {name: [] for name in model_recipes.FINETUNE_CONDITIONS}
@@ -252,8 +254,10 @@ def cached_finetunes(model: EvaluatedModel, cfg: Any, preds: dict) -> Finetunes:
     for name, (k, red, warm) in model_recipes.FINETUNE_CONDITIONS.items():
         for s in cfg.finetune_seeds:
             m, info = tp_models.load_finetuned(name, s, prof, prefix=prefix)
-            PruneConfig(keep_rate=k, reducer=red).apply(m)
-            finetuned[name].append(model.predict(m))
+            recipe = TrainRecipe.from_dict(info["recipe"])
+            finetune_outputs.eval_config(recipe).apply(m)
+            cached = finetune_outputs.cached_logits(recipe, m, model.X, model.y) if cfg.profile == "default" else None
+            finetuned[name].append(model.predict(m) if cached is None else Predictions(cached, model.y))
             log.append({"condition": name, "seed": s, "keep_rate": k, "reducer": red, "keep_warmup_epochs": warm,
                         "model": info.get("name"), "recipe_hash": info.get("recipe_hash"),
                         "sha256": info.get("sha256"), "checkpoint_test_accuracy": info["test"]["accuracy"],
