@@ -675,8 +675,9 @@ def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatc
 
     def fake_load(condition, seed, profile, *a, **kw):
         seen.append((condition, seed, profile, kw.get("prefix")))
+        recipe = model_recipes.recipes_for(profile)[model_recipes.finetuned_name(condition, seed, profile, "s14")]
         return _small_vit().eval(), {"name": f"{condition}_s{seed}", "recipe_hash": "h", "sha256": "s",
-                                     "test": {"accuracy": 0.5}, "train_time_s": 1.0}
+                                     "test": {"accuracy": 0.5}, "train_time_s": 1.0, "recipe": recipe.to_dict()}
 
     monkeypatch.setattr(experiments.tp_models, "load_finetuned", fake_load)
     applied = []
