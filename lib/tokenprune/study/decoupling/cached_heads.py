@@ -153,15 +153,17 @@ def build_cached(profile: str = "default", progress: bool = True, force: bool = 
     cfg = params.setup("04_decoupling", "default", {})
     settings.layout(cfg)  # the notebook's threads and generators
     found = data.load_settings(cfg)
-    caches = data.cache_settings(found, cfg)
+    folder = checkpoints.checkpoint_dir(profile)
+    # the token passes only for the settings whose entry is to be built (each costs a pass over the images)
+    todo = {n: S for n, S in found.items() if force or not checkpoints.has_outputs(heads_recipe(n, S, cfg), folder)}
+    caches = data.cache_settings(todo, cfg)
     out = []
     for name, S in found.items():
         def work(name=name, S=S):
             return to_arrays(name, S, trained.train_setting(name, S, caches.train[name], caches.eval[name], cfg,
                                                             Stopwatch()), cfg)
 
-        _, info = checkpoints.ensure_outputs(heads_recipe(name, S, cfg), work, checkpoints.checkpoint_dir(profile),
-                                             force=force)
+        _, info = checkpoints.ensure_outputs(heads_recipe(name, S, cfg), work, folder, force=force)
         if progress:
             how = "loaded" if info.get("loaded") else f"trained in {info['train_time_s']:.0f} s"
             print(f"{info['name']}: {len(info['scores'])} heads, {how}, {info['outputs']} "
