@@ -7,8 +7,8 @@ trains them once (:func:`build_cached`) and the notebook loads them (:func:`trai
 An entry is found by a recipe (:func:`heads_recipe`) that holds what the heads depend on: the setting's model (name,
 recipe hash and SHA-256 of its checkpoint), the digest of its integer data (labels, evaluation images, part and
 object patch sets), its blocks and image counts, and every parameter of the notebook that training reads
-(:data:`TRAINING_PARAMETERS`). Loading rechecks the entry against the model in hand on 64 evaluation images
-(:func:`recheck`): the oracle signal recomputed, and the checked head's scores recomputed, must equal the cached
+(:data:`TRAINING_PARAMETERS`). Loading rechecks the entry against the model in hand (:func:`recheck`): the oracle
+signal recomputed on 64 evaluation images, and the checked head's scores on all of them, must equal the cached
 ones. Any other profile, or a recipe with no entry, trains the heads in the notebook (an entry missing at
 ``default`` under ``TOKENPRUNE_CACHE_ONLY`` is an error instead).
 """
