@@ -11,12 +11,10 @@ from typing import Callable, Optional, Sequence
 from tokenprune.study.decoupling import cached_heads
 from tokenprune.training import models_cli
 
-__all__ = ["STUDY_BUILDERS", "build_parser", "main"]
+__all__ = ["STUDY_BUILDERS", "main"]
 
 #: the study's producers of cached results, each called with the profile, ``progress`` and ``force``
 STUDY_BUILDERS: tuple[Callable[..., list], ...] = (cached_heads.build_cached,)
-
-build_parser = models_cli.build_parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -11,6 +11,7 @@ An entry is named ``<fine-tune>_test``; its recipe is the fine-tune's with the i
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import numpy as np
@@ -106,15 +107,18 @@ def build(profile: str = "default", progress: bool = True, force: bool = False) 
         return []
     out = []
     for base, *_ in FINETUNED_BASES.values():
-        _, info = base_models.load_base_model(base, progress=False)
-        x_raw, labels = as_tensors(recipe_data.eval_data(TrainRecipe.from_dict(info["recipe"])))
-        images: dict = {}
+        model, info = base_models.load_base_model(base, progress=False)
+
+        @functools.cache
+        def test_split(model=model, info=info) -> tuple[torch.Tensor, torch.Tensor]:
+            """The base model's test split, preprocessed as its fine-tunes (and notebook 01) preprocess it: read
+            only when an entry is to be measured."""
+            x_raw, labels = as_tensors(recipe_data.eval_data(TrainRecipe.from_dict(info["recipe"])))
+            return model.tp_preprocess(x_raw), labels
+
         for name, recipe in finetunes_of(base).items():
-            def work(name=name):
-                if "x" not in images:
-                    m, _ = base_models.load_base_model(name, progress=False)
-                    images["x"] = m.tp_preprocess(x_raw)
-                return measure(name, images["x"], labels)
+            def work(name=name, test_split=test_split):
+                return measure(name, *test_split())
 
             _, side = checkpoints.ensure_outputs(outputs_recipe(recipe), work, checkpoints.checkpoint_dir(profile),
                                                  force=force)

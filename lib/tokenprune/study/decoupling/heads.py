@@ -1,7 +1,7 @@
 """The sensitivity signal of notebook 04, the heads trained on it and their capacity-matched controls
-(:func:`train_heads`), the split path checked against the patched model (:func:`split_path_checks`), every scorer's
-scores on the evaluation images (:func:`score_all`), how well each head learns its target (:func:`head_fit_table`)
-and the finite-difference check of the signal (:func:`fd_check_table`)."""
+(:func:`train_setting`, one setting; :func:`combine`, all of them), the split path checked against the patched model
+(:func:`split_path_checks`), every scorer's scores on the evaluation images (:func:`score_all`), how well each head
+learns its target (:func:`head_fit_table`) and the finite-difference check of the signal (:func:`fd_check_table`)."""
 from __future__ import annotations
 
 import math
@@ -24,7 +24,7 @@ from tokenprune.study.decoupling.data import Setting
 from tokenprune.study.decoupling.settings import Layout, mid_block
 from tokenprune.study.notebook import Stopwatch
 
-__all__ = ["TrainedHeads", "train_signal", "check_head_key", "train_setting", "eval_signal", "combine", "train_heads",
+__all__ = ["TrainedHeads", "train_signal", "check_head_key", "train_setting", "eval_signal", "combine",
            "check_split_path", "split_path_checks", "score_all", "head_fit_table", "fd_tokens_drawn", "fd_check_table"]
 
 
@@ -129,13 +129,6 @@ def combine(parts: list[TrainedHeads], settings: dict[str, Setting]) -> TrainedH
         assert all(len(v) == 1 for v in counts) and len({int(v[0]) for v in counts}) == 1, counts
     merged = [{k: v for t in parts for k, v in getattr(t, f).items()} for f in ("heads", "signal_eval", "scores")]
     return TrainedHeads(merged[0], head_log, merged[1], merged[2])
-
-
-def train_heads(settings: dict[str, Setting], cache_tr: dict, cache_ev: dict, cfg: SimpleNamespace,
-                sw: Stopwatch) -> TrainedHeads:
-    """:func:`train_setting` for every setting, combined (:func:`combine`)."""
-    return combine([train_setting(name, S, cache_tr[name], cache_ev[name], cfg, sw) for name, S in settings.items()],
-                   settings)
 
 
 def check_split_path(S: Setting, block: int, keep: float, head) -> dict:
