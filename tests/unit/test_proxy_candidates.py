@@ -67,15 +67,26 @@ def test_scene_candidates_generate_what_their_knobs_say(name):
 
 def test_recheck_refuses_a_cache_the_code_does_not_reproduce(monkeypatch):
     c = pc.CANDIDATES[0]
-    fresh = {"labels": np.arange(4), "logits/unpruned": np.zeros((4, 10), np.float32),
-             "logits/fuse@0.7": np.ones((4, 10), np.float32)}
+    n = 16
+    fresh = {"labels": np.arange(n), "logits/unpruned": np.zeros((n, 10), np.float32),
+             "logits/fuse@0.7": np.ones((n, 10), np.float32), "logits/random@0.5": np.ones((n, 10), np.float32)}
     monkeypatch.setattr(po, "measure", lambda cand, n=None, progress=False: ({k: v[:n] for k, v in fresh.items()}, {}))
-    assert po.recheck(c, fresh, n=4) == 0.0
-    stale = {**fresh, "logits/fuse@0.7": fresh["logits/fuse@0.7"] + 0.01}
+    assert all(r.ok and r.moved == 0 for r in po.recheck(c, fresh, n=n))
+    # a near tie broken the other way on one image of a top-k configuration: another CPU's rounding, accepted
+    tie = fresh["logits/fuse@0.7"].copy()
+    tie[3] += 0.01
+    assert {r.label: r.moved for r in po.recheck(c, {**fresh, "logits/fuse@0.7": tie}, n=n)}["fuse@0.7"] == 1
+    # every image moved: another model, refused
     with pytest.raises(po.CacheStale, match="fuse@0.7"):
-        po.recheck(c, stale, n=4)
+        po.recheck(c, {**fresh, "logits/fuse@0.7": fresh["logits/fuse@0.7"] + 0.01}, n=n)
+    # one image of a configuration with fixed indices (random selection) or none: refused
+    for key in ("logits/unpruned", "logits/random@0.5"):
+        one = fresh[key].copy()
+        one[3] += 0.01
+        with pytest.raises(po.CacheStale, match=key.split("/")[1]):
+            po.recheck(c, {**fresh, key: one}, n=n)
     with pytest.raises(po.CacheStale, match="labels"):
-        po.recheck(c, {**fresh, "labels": np.arange(1, 5)}, n=4)
+        po.recheck(c, {**fresh, "labels": np.arange(1, n + 1)}, n=n)
 
 
 def test_cache_only_refuses_to_build_a_missing_model_or_output(tmp_path, monkeypatch):

@@ -20,20 +20,20 @@ import torch
 from tokenprune.core.config import PruneConfig
 from tokenprune.measure.evaluation import predict
 from tokenprune.training import base_models, checkpoints, recipe_data
+from tokenprune.training import recheck as recheck_rule
 from tokenprune.training.model_recipes import FINETUNE_CONDITIONS, FINETUNED_BASES, recipes_for
 from tokenprune.training.recipe import TrainRecipe
 from tokenprune.training.sources import as_tensors
 
-__all__ = ["EVAL_BATCH", "RECHECK_IMAGES", "RECHECK_ATOL", "eval_config", "outputs_recipe", "finetunes_of", "measure",
+__all__ = ["EVAL_BATCH", "RECHECK_IMAGES", "eval_config", "outputs_recipe", "finetunes_of", "measure",
            "cached_logits", "build"]
 
 #: the batch the outputs are computed in: notebook 01's at ``default``, so that the rows of its images are computed
 #: in the same batches (the batch changes logits by floating-point noise at most)
 EVAL_BATCH = 500
-#: images on which a cached entry is recomputed from its checkpoint when it is read, and the largest absolute
-#: difference of a logit accepted
+#: images on which a cached entry is recomputed from its checkpoint when it is read (compared by the rule of
+#: :mod:`tokenprune.training.recheck`)
 RECHECK_IMAGES = 64
-RECHECK_ATOL = 1e-3
 
 
 def eval_config(recipe: TrainRecipe) -> PruneConfig:
@@ -76,7 +76,8 @@ def cached_logits(recipe: TrainRecipe, model: torch.nn.Module, images: torch.Ten
     """The cached logits of fine-tune ``recipe`` on the first ``len(labels)`` images of its test split, or None when
     it has no entry (an error under ``TOKENPRUNE_CACHE_ONLY``). ``model`` is the fine-tune, pruned by
     :func:`eval_config`, and ``images`` are those images preprocessed for it: the first :data:`RECHECK_IMAGES` are
-    evaluated again and must agree within :data:`RECHECK_ATOL`, and ``labels`` must be the entry's, else
+    evaluated again and must agree by the rule of :mod:`tokenprune.training.recheck` (a fine-tune pruned with a
+    discrete step may move a few images at a near tie), and ``labels`` must be the entry's, else
     :class:`~tokenprune.training.checkpoints.CheckpointMismatchError`."""
     out = outputs_recipe(recipe)
     folder = checkpoints.checkpoint_dir("default") if cache_dir is None else cache_dir
@@ -92,11 +93,11 @@ def cached_logits(recipe: TrainRecipe, model: torch.nn.Module, images: torch.Ten
     logits = torch.from_numpy(arrays["logits"][:n])
     k = min(RECHECK_IMAGES, n)
     again = predict(model, images[:k], labels[:k], batch=k, dtype="fp32", device="cpu").logits
-    diff = float((again - logits[:k]).abs().max())
-    if not diff <= RECHECK_ATOL:
+    r = recheck_rule.compare(out.name, again.numpy(), logits[:k].numpy(),
+                             recheck_rule.is_continuous(eval_config(recipe)))
+    if not r.ok:
         raise checkpoints.CheckpointMismatchError(
-            f"{out.name}: its logits differ from its checkpoint's on {k} images by up to {diff:.3g} (tolerance "
-            f"{RECHECK_ATOL:g}); {checkpoints.rebuild_hint(*checkpoints.output_paths(out, folder))}")
+            f"{r.refusal()} against its checkpoint; {checkpoints.rebuild_hint(*checkpoints.output_paths(out, folder))}")
     return logits
 
 

@@ -75,12 +75,14 @@ def start(cfg: Any) -> None:
     np.random.seed(cfg.seed)
 
 
-def recheck_caches(n: int) -> dict[str, float]:
+def recheck_caches(n: int) -> dict[str, dict[str, Any]]:
     """Recompute the first ``n`` test images of every candidate's cached off-the-shelf outputs (round 2's as they
-    are built) and compare (:func:`tokenprune.training.proxy.outputs.recheck`: ``CacheStale`` when one no longer
-    matches): the largest
-    logit difference per candidate; nothing when ``n`` is 0. ``n`` is a multiple of the batch the caches were
-    measured in (random selection draws per batch, so a partial batch draws other tokens)."""
+    are built) and compare (:func:`tokenprune.training.proxy.outputs.recheck`, by the rule of
+    :mod:`tokenprune.training.recheck`: ``CacheStale`` when one no longer matches). Per candidate: the largest logit
+    difference of the images that took the same discrete decisions (``max_logit_diff``) and, per configuration with a
+    discrete step, the images that moved beyond the tight tolerance at a near tie (``moved``, only those with any);
+    nothing when ``n`` is 0. ``n`` is a multiple of the batch the caches were measured in (random selection draws per
+    batch, so a partial batch draws other tokens)."""
     from tokenprune.training.proxy import outputs as proxy_outputs
 
     if n % proxy_outputs.MEASURE_BATCH:
@@ -88,7 +90,7 @@ def recheck_caches(n: int) -> dict[str, float]:
                          f"caches were measured in), got {n}")
     from tokenprune.training.checkpoints import CheckpointMissingError
 
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, Any]] = {}
     if n == 0:
         return out
     for c in plan.CANDIDATES + round2.CANDIDATES:
@@ -98,7 +100,9 @@ def recheck_caches(n: int) -> dict[str, float]:
             if c.round == 1:
                 raise
             continue   # a round-2 candidate not built yet (calibration.round2_status says so)
-        out[c.name] = proxy_outputs.recheck(c, arrays, n=n)
+        checks = proxy_outputs.recheck(c, arrays, n=n)
+        out[c.name] = {"max_logit_diff": max(r.agreeing_max for r in checks),
+                       "moved": {r.label: r.moved for r in checks if r.moved}}
     return out
 
 

@@ -6,7 +6,8 @@ recipe's test split, fp32); the logits of each, the labels and the share of patc
 image are cached by :mod:`tokenprune.training.checkpoints` under a recipe whose hash covers the base model's recipe,
 the configurations and :data:`tokenprune.core.patch.NUMERICS_VERSION`. ``make models`` builds them;
 :func:`recheck` recomputes the first images of every configuration and fails when the cache no longer matches the
-code (notebook 00 calls it; in CI a missing cache is an error, never a silent rebuild).
+code, by the rule of :mod:`tokenprune.training.recheck` that tells another CPU's rounding from a real change (notebook
+00 calls it; in CI a missing cache is an error, never a silent rebuild).
 """
 from __future__ import annotations
 
@@ -22,12 +23,13 @@ from tokenprune.measure.evaluation import predict
 from tokenprune.measure.coverage import mask_to_patch_grid
 from tokenprune.methods.tome import tome_schedule
 from tokenprune.training import base_models, checkpoints, model_recipes, recipe_data
+from tokenprune.training import recheck as recheck_rule
 from tokenprune.training.recipe import TrainRecipe
 from tokenprune.training.sources import as_tensors
 from tokenprune.training.proxy.candidates import CANDIDATES, Candidate
 
 __all__ = ["KEEP_RATES", "TOME_R", "tome_r_of",
-           "RECHECK_IMAGES", "RECHECK_ATOL", "ots_configs", "ots_recipe", "test_set",
+           "RECHECK_IMAGES", "ots_configs", "ots_recipe", "test_set",
            "measure", "load", "build", "recheck", "CacheStale", "MEASURE_BATCH"]
 
 #: EViT with its fused token at blocks 4/7/10 at these keep rates (0.7 and 0.5: the cost bands)
@@ -35,8 +37,8 @@ KEEP_RATES = (0.9, 0.7, 0.5)
 #: ToMe's r at 64 tokens whose MAC ratio (0.621) is nearest DeiT-S's at r = 13 (2.7 / 4.6 = 0.587; r = 5 gives
 #: 0.528); notebook 00 recomputes the nearest r from its MACs and refuses a cache of another r
 TOME_R = 4
-#: images of every configuration that :func:`recheck` recomputes, and the largest logit difference it accepts
-RECHECK_IMAGES, RECHECK_ATOL = 64, 1e-3
+#: images of every configuration that :func:`recheck` recomputes (by the rule of :mod:`tokenprune.training.recheck`)
+RECHECK_IMAGES = 64
 #: images per forward pass of :func:`measure` (random selection draws per batch: a recheck uses whole batches)
 MEASURE_BATCH = 64
 
@@ -125,23 +127,26 @@ def load(c: Candidate, profile: str = "default") -> tuple[dict[str, np.ndarray],
     return checkpoints.load_outputs(ots_recipe(c), checkpoints.checkpoint_dir(profile))
 
 
-def recheck(c: Candidate, arrays: dict[str, np.ndarray], n: int = RECHECK_IMAGES,
-            atol: float = RECHECK_ATOL) -> float:
-    """Recompute the first ``n`` images of every configuration and compare with the cache: the largest logit
-    difference, or :class:`CacheStale` naming the configuration when it exceeds ``atol`` or the labels differ."""
+def recheck(c: Candidate, arrays: dict[str, np.ndarray], n: int = RECHECK_IMAGES) -> list[recheck_rule.Recheck]:
+    """Recompute the first ``n`` images of every configuration and compare with the cache by the rule of
+    :mod:`tokenprune.training.recheck` (continuous configurations within its tight tolerance; one with a discrete
+    step may move a few images at a near tie): each configuration's :class:`~tokenprune.training.recheck.Recheck`, or
+    :class:`CacheStale` naming the configuration when one is refused or the labels differ."""
     fresh, _ = measure(c, n=n)
     if not np.array_equal(fresh["labels"], arrays["labels"][:n]):
         raise CacheStale(f"{c.name}: the cached test labels differ from the recipe's test images")
-    worst = 0.0
+    configs = {cfg.label: cfg for cfg in ots_configs(c.tokens, 12, tome_r_of(c))}
+    out = []
     for k, v in fresh.items():
         if not k.startswith("logits/"):
             continue
-        d = float(np.abs(v - arrays[k][:n]).max())
-        if d > atol:
-            raise CacheStale(f"{c.name}: {k[7:]} logits differ from the cache by {d:.2e} (> {atol:g}) on the first "
-                             f"{n} images; rebuild with `python -m tokenprune models --force --only {c.name}`")
-        worst = max(worst, d)
-    return worst
+        label = k[len("logits/"):]
+        r = recheck_rule.compare(label, v, arrays[k][:n], recheck_rule.is_continuous(configs.get(label)))
+        if not r.ok:
+            raise CacheStale(f"{c.name}: {r.refusal()}; rebuild with `python -m tokenprune models --force --only "
+                             f"{c.name}`")
+        out.append(r)
+    return out
 
 
 def build(profile: str = "default", progress: bool = True, force: bool = False,
