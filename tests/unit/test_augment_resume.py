@@ -95,6 +95,35 @@ def test_a_paused_run_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
     assert res2.losses == pytest.approx(res.losses, rel=1e-5)
 
 
+def test_a_run_paused_inside_an_epoch_resumes_to_the_weights_of_an_uninterrupted_one(tmp_path):
+    """Epochs longer than a part: paused after the first step of an epoch (the state holds the step within it),
+    started again, paused again, then run to the end: the weights and losses of the run straight through."""
+    x, y = tiny_problem(128)
+    recipe = _recipe(epochs=2)
+    torch.manual_seed(0)
+    straight = tiny_vit()
+    res = train(recipe, straight, (x, y), None, progress=False)
+
+    torch.manual_seed(0)
+    model = tiny_vit()
+    path = resume.state_path(tmp_path, recipe.name, recipe.recipe_hash())
+    with pytest.raises(resume.TrainingPaused) as paused:
+        train(recipe, model, (x, y), None, progress=False, resume=path, deadline=time.monotonic(), within_epochs=True)
+    assert paused.value.epochs_done == 0 and paused.value.steps == (1, 128 // 32)
+    torch.manual_seed(7)
+    with pytest.raises(resume.TrainingPaused) as paused:
+        train(recipe, tiny_vit(), (x, y), None, progress=False, resume=path, deadline=time.monotonic(),
+              within_epochs=True)
+    assert paused.value.steps == (2, 128 // 32)
+    torch.manual_seed(123)                                           # another process: nothing carried in memory
+    model = tiny_vit()
+    res2 = train(recipe, model, (x, y), None, progress=False, resume=path)
+    assert res2.steps == res.steps and len(res2.history) == 2
+    assert [h["steps"] for h in res2.history] == [h["steps"] for h in res.history]
+    torch.testing.assert_close(_weights(model), _weights(straight), atol=1e-6, rtol=1e-6)
+    assert res2.losses == pytest.approx(res.losses, rel=1e-5)
+
+
 def test_a_state_of_another_recipe_is_refused(tmp_path):
     x, y = tiny_problem(64)
     recipe = _recipe(epochs=2)

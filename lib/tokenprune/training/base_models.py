@@ -160,7 +160,8 @@ def _train_and_save(recipe: TrainRecipe, pt: Path, js: Path, progress: bool, dat
         # in parts that resume
         resume = state_path(pt.parent, recipe.name, recipe.recipe_hash())
         res = train(recipe, model, ds["train"], ds["val"], device=dev, progress=progress, fused_optimizer=True,
-                    resume=resume, deadline=_part_deadline(recipe, deadline))
+                    resume=resume, deadline=_part_deadline(recipe, deadline),
+                    within_epochs=recipe.extra.get("part_minutes") is not None)
         test_logits = None
         x_test, y_test = None, None
     elif recipe.arch.get("builder") == "vit_s14":

@@ -182,7 +182,8 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
           eager_attention: Optional[bool] = None, fused_optimizer: bool = False, workers: int = 4,
           eval_batch: Optional[int] = None,
           on_step: Optional[Callable[[int, nn.Module, torch.Tensor], None]] = None,
-          resume: Optional[Path] = None, deadline: Optional[float] = None) -> TrainResult:
+          resume: Optional[Path] = None, deadline: Optional[float] = None,
+          within_epochs: bool = False) -> TrainResult:
     """Train ``model`` in place by ``recipe`` on ``train_split``; evaluate on ``val_split`` after each epoch.
 
     Args:
@@ -206,6 +207,9 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
         deadline: a ``time.monotonic()`` value (needs ``resume``): after an epoch, when the next one, as long as
             the last, would end past it, the state is saved and :class:`~tokenprune.training.resume.TrainingPaused`
             raised.
+        within_epochs: with ``deadline``, also pause inside an epoch, after the step that reaches it (the state
+            then holds the step within the epoch, and the run resumes at the next batch of the same epoch, to the
+            weights an uninterrupted run gives): for epochs longer than a part.
 
     A recipe's ``augment`` may ask for random erasing and Mixup / CutMix
     (:class:`tokenprune.training.augment.BatchAugment`, then soft-target cross-entropy) besides the preprocessing's
@@ -284,6 +288,8 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
         resume_state.restore_rng(saved["rng"], gen)
         first, step, train_time = saved["epoch"], saved["step"], saved["train_time"]
         result.history, result.losses, result.keep_rates = saved["history"], saved["losses"], saved["keep_rates"]
+    # a state saved inside an epoch: the steps of that epoch already done, their losses and time
+    within = saved.get("within_epoch") if saved is not None else None
     for epoch in range(first, n_epochs):
         model.train()
         perm = torch.randperm(src.n, generator=torch.Generator().manual_seed(recipe.seed * 100_003 + epoch))
@@ -291,10 +297,14 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
         perm = perm[: n_steps * recipe.batch_size]
         rows = perm.view(n_steps, recipe.batch_size)
         mine = rows[:, info.rank * local_batch:(info.rank + 1) * local_batch].reshape(-1)
-        bar = tqdm(total=n_steps, desc=f"{recipe.name} epoch {epoch + 1}/{n_epochs}", unit="it", disable=not show,
-                   leave=True, mininterval=1.0, dynamic_ncols=True)
-        ep_losses = []
-        t0 = time.perf_counter()
+        done, ep_losses, before = 0, [], 0.0
+        if within is not None and epoch == first:
+            done, before = within["steps"], within["time_s"]
+            ep_losses = [torch.tensor(v) for v in within["losses"]]
+            mine = mine[done * local_batch:]
+        bar = tqdm(total=n_steps, initial=done, desc=f"{recipe.name} epoch {epoch + 1}/{n_epochs}", unit="it",
+                   disable=not show, leave=True, mininterval=1.0, dynamic_ncols=True)
+        t0 = time.perf_counter() - before
         kr = 1.0
         for x, y in src.batches(mine, local_batch, train=True):
             lr = lr_at(step, total, warmup, recipe.lr, recipe.min_lr)
@@ -322,10 +332,20 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
             if on_step is not None:
                 on_step(step, core, ld)
             step += 1
+            done += 1
             if show:
                 bar.update(1)
                 if step % 10 == 0:
                     bar.set_postfix(loss=f"{ld.item():.3f}", lr=f"{lr:.2e}", keep=f"{kr:.2f}", refresh=False)
+            if within_epochs and deadline is not None and done < n_steps and time.monotonic() > deadline:
+                resume_state.save_state(resume, {
+                    "recipe_hash": result.recipe_hash, "epoch": epoch, "step": step, "train_time": train_time,
+                    "model": core.state_dict(), "optimizer": opt.state_dict(), "rng": resume_state.rng_state(gen),
+                    "history": result.history, "losses": result.losses, "keep_rates": result.keep_rates,
+                    "within_epoch": {"steps": done, "time_s": time.perf_counter() - t0,
+                                     "losses": [float(v) for v in ep_losses]}})
+                bar.close()
+                raise resume_state.TrainingPaused(recipe.name, epoch, n_epochs, resume, steps=(done, n_steps))
         if dev.type == "cuda":
             torch.cuda.synchronize(dev)
         dt = time.perf_counter() - t0
@@ -351,7 +371,8 @@ def train(recipe: TrainRecipe, model: nn.Module, train_split: Any, val_split: An
                 "recipe_hash": result.recipe_hash, "epoch": epoch + 1, "step": step, "train_time": train_time,
                 "model": core.state_dict(), "optimizer": opt.state_dict(), "rng": resume_state.rng_state(gen),
                 "history": result.history, "losses": result.losses, "keep_rates": result.keep_rates})
-            if deadline is not None and time.monotonic() + (time.perf_counter() - t0) > deadline:
+            next_end = time.monotonic() + (time.perf_counter() - t0)
+            if deadline is not None and not within_epochs and next_end > deadline:
                 raise resume_state.TrainingPaused(recipe.name, epoch + 1, n_epochs, resume)
     result.steps = step
     result.images_seen = step * recipe.batch_size

@@ -22,12 +22,15 @@ __all__ = ["TrainingPaused", "state_path", "save_state", "load_state", "rng_stat
 
 
 class TrainingPaused(RuntimeError):
-    """A run stopped at an epoch boundary by its deadline; its state is saved at ``path``."""
+    """A run stopped by its deadline at an epoch boundary (or, ``steps`` = (done, of), inside the next epoch); its
+    state is saved at ``path``."""
 
-    def __init__(self, name: str, epochs_done: int, epochs: int, path: Path) -> None:
-        super().__init__(f"{name}: paused after epoch {epochs_done} of {epochs} (state in {path.name}); run the same "
-                         "command again to continue")
-        self.name, self.epochs_done, self.epochs, self.path = name, epochs_done, epochs, path
+    def __init__(self, name: str, epochs_done: int, epochs: int, path: Path,
+                 steps: Optional[tuple[int, int]] = None) -> None:
+        where = (f"after epoch {epochs_done} of {epochs}" if steps is None else
+                 f"in epoch {epochs_done + 1} of {epochs}, after step {steps[0]} of {steps[1]}")
+        super().__init__(f"{name}: paused {where} (state in {path.name}); run the same command again to continue")
+        self.name, self.epochs_done, self.epochs, self.path, self.steps = name, epochs_done, epochs, path, steps
 
 
 def state_path(cache_dir: str | os.PathLike, name: str, recipe_hash: str) -> Path:
