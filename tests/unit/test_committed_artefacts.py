@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tokenprune.training.checkpoints import checkpoint_dir
-from tokenprune.training.model_recipes import default_recipes, round2_recipes
+from tokenprune.training.model_recipes import default_recipes, round_recipes
 from tokenprune.training.recipe import TrainRecipe
 from tokenprune.utils.io import sha256_file
 
@@ -33,10 +33,11 @@ def test_sidecar_recipe_hash_is_what_the_code_computes(sidecar: Path):
 
 @pytest.mark.parametrize("sidecar", [p for p in SIDECARS if p.with_suffix(".pt").is_file()], ids=lambda p: p.stem)
 def test_committed_checkpoint_is_the_default_profiles_recipe(sidecar: Path):
-    """A committed checkpoint is the recipe the code computes today: the default profile's, or a round-2 candidate's
-    of the proxy (built on its own, beside them)."""
+    """A committed checkpoint is the recipe the code computes today: the default profile's, or a round-2 or round-3
+    candidate's of the proxy (built on their own, beside them)."""
     info = json.loads(sidecar.read_text(encoding="utf-8"))
-    assert {**default_recipes(), **round2_recipes()}[info["name"]].recipe_hash() == info["recipe_hash"]
+    recipes = {**default_recipes(), **round_recipes(2), **round_recipes(3)}
+    assert recipes[info["name"]].recipe_hash() == info["recipe_hash"]
 
 
 def test_round2_stays_within_its_repository_budget():

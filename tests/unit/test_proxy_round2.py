@@ -96,7 +96,7 @@ def test_each_round_has_its_own_preregistration():
     assert chosen.ROUND_FILES[1] == chosen.PLAN_FILES
     assert chosen.ROUND_FILES[2][0] == ("lib/tokenprune/training/proxy/round2.py",)
     with pytest.raises(ValueError, match="round"):
-        chosen.preregistration(round=3)
+        chosen.preregistration(round=4)
 
 
 def _meets_all(role: str) -> dict:

@@ -37,7 +37,7 @@ __all__ = [
     "FMNIST_MEAN", "FMNIST_STD", "FINETUNE_CONDITIONS", "FINETUNE_SEEDS", "SMOKE_FINETUNE_SEEDS", "FINETUNE_IMAGES",
     "FINETUNE_LR", "FINETUNED_BASES", "default_recipes", "base_recipes", "finetune_recipes", "finetuned_base",
     "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes", "paper_recipes", "recipes_for",
-    "find_recipe", "round2_recipes",
+    "find_recipe", "round2_recipes", "round3_recipes", "round_recipes",
 ]
 
 FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std (pixels in [0, 1])
@@ -264,12 +264,28 @@ def round2_recipes() -> dict[str, TrainRecipe]:
     return candidate_recipes()
 
 
+def round3_recipes() -> dict[str, TrainRecipe]:
+    """The base models of the proxy's round-3 candidates (:mod:`tokenprune.training.proxy.round3`), in build order,
+    built on their own as round 2's (``python -m tokenprune models --round 3``)."""
+    from tokenprune.training.proxy.round3 import candidate_recipes
+
+    return candidate_recipes()
+
+
+def round_recipes(round: int) -> dict[str, TrainRecipe]:
+    """The base models of the proxy's round ``round`` (2 or 3), in build order."""
+    builders = {2: round2_recipes, 3: round3_recipes}
+    if round not in builders:
+        raise ValueError(f"round: {round!r} not accepted; accepted: {sorted(builders)}")
+    return builders[round]()
+
+
 def find_recipe(name: str, profile: Optional[str] = None) -> tuple[str, TrainRecipe]:
-    """``(profile, recipe)`` of the model ``name`` in ``profile`` (None: ``default``, then ``smoke``; a round-2
-    candidate counts as ``default``: :func:`round2_recipes`); ValueError naming the known ones otherwise."""
+    """``(profile, recipe)`` of the model ``name`` in ``profile`` (None: ``default``, then ``smoke``; a candidate of
+    round 2 or 3 counts as ``default``: :func:`round_recipes`); ValueError naming the known ones otherwise."""
     profiles = [profile] if profile else ["default", "smoke"]
     for p in profiles:
-        recipes = {**recipes_for(p), **(round2_recipes() if p == "default" else {})}
+        recipes = {**recipes_for(p), **({**round2_recipes(), **round3_recipes()} if p == "default" else {})}
         if name in recipes:
             return p, recipes[name]
     known = sorted(n for p in profiles for n in recipes_for(p))

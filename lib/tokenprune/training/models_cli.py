@@ -19,11 +19,14 @@ from tokenprune.training import cached_finetunes, finetune_outputs
 from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
 from tokenprune.training.base_models import build_profile
 from tokenprune.training.distributed import is_main_process
-from tokenprune.training.model_recipes import recipes_for, round2_recipes
+from tokenprune.training.model_recipes import recipes_for, round_recipes
 from tokenprune.utils.environment import PROFILES
 from tokenprune.utils.io import InputError
 
-__all__ = ["OUTPUT_BUILDERS", "build_parser", "check_args", "build_base_models", "build_round2", "main"]
+__all__ = ["OUTPUT_BUILDERS", "ROUNDS", "build_parser", "check_args", "build_base_models", "build_round", "main"]
+
+#: the pre-registered rounds whose candidates ``--round`` builds
+ROUNDS = (2, 3)
 
 
 def _summary_line(info: dict) -> str:
@@ -53,27 +56,35 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="start no new build after this many minutes; rerun the same command to continue (make "
                          "models in parts: each part runs at most this long plus its last build)")
-    ap.add_argument("--round", type=int, choices=(2,), default=None,
-                    help="build the proxy's round-2 candidates instead (tokenprune.training.proxy.round2), in their "
-                         "order (--only: these), each base model in parts of at most its recipe's part_minutes that "
-                         "resume when the command runs again, then its off-the-shelf outputs")
+    ap.add_argument("--round", type=int, choices=ROUNDS, default=None,
+                    help="build the proxy's candidates of that pre-registered round instead (tokenprune.training."
+                         "proxy.round2, round3), in their order (--only: these), each base model in parts of at most "
+                         "its recipe's part_minutes that resume when the command runs again, then its off-the-shelf "
+                         "outputs and, where the rule asks for them, K5's fine-tunes (and round 3's control)")
     return ap
 
 
-def build_round2(args: argparse.Namespace) -> int:
-    """``--round 2``: each candidate's base model (a part at a time: a paused build says so and the command stops;
-    running it again continues), then its cached off-the-shelf outputs and, where the pre-registered rule asks for
-    them (:data:`tokenprune.training.proxy.finetunes.FINETUNED`), K5's fine-tunes, in the round's order."""
+def build_round(args: argparse.Namespace) -> int:
+    """``--round N``: each candidate's base model of round N (a part at a time: a paused build says so and the
+    command stops; running it again continues), then its cached off-the-shelf outputs and, where the pre-registered
+    rule asks for them (:data:`tokenprune.training.proxy.finetunes.FINETUNED`), K5's fine-tunes (round 3: with their
+    control), in the round's order."""
+    import importlib
+
     from tokenprune.training.base_models import ensure_model
     from tokenprune.training.checkpoints import checkpoint_dir
-    from tokenprune.training.model_recipes import round2_recipes
-    from tokenprune.training.proxy import round2
     from tokenprune.training.resume import TrainingPaused
 
-    recipes = round2_recipes()
+    module = importlib.import_module(f"tokenprune.training.proxy.round{args.round}")
+    recipes = round_recipes(args.round)
     names = [n for n in recipes if args.only is None or n in args.only]
     deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
     for name in names:
+        where = getattr(module, "BUILT_ON", {}).get(name, "cpu")
+        if where == "gpu" and not str(args.device or "").startswith("cuda"):
+            print(f"[models] {name}: not built: its pre-registration builds it only on a GPU (--device cuda)",
+                  flush=True)
+            continue
         try:
             _, info = ensure_model(recipes[name], checkpoint_dir("default"), force=args.force,
                                    progress=not args.no_progress, device=args.device, deadline=deadline)
@@ -82,10 +93,10 @@ def build_round2(args: argparse.Namespace) -> int:
             return 0
         print(_summary_line(info), flush=True)
         proxy_outputs.build(progress=not args.no_progress, force=args.force, only=[name],
-                            candidates=round2.CANDIDATES)
+                            candidates=module.CANDIDATES)
         if name in proxy_finetunes.FINETUNED:   # K5, where the pre-registered rule asks for it
             proxy_finetunes.build(progress=not args.no_progress, force=args.force, only=[name],
-                                  candidates=round2.CANDIDATES)
+                                  candidates=module.CANDIDATES)
     return 0
 
 
@@ -102,7 +113,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.round is not None and args.profile != "default":
         raise InputError(f"--round: the proxy's candidates belong to the default profile, not {args.profile!r}")
     # the names; the paper recipe's hash (of --init) is not needed here
-    names = recipes_for(args.profile) if args.round is None else round2_recipes()
+    names = recipes_for(args.profile) if args.round is None else round_recipes(args.round)
     unknown = sorted(set(args.only or ()) - set(names))
     if unknown:
         raise InputError(f"only: unknown {unknown}; profile {args.profile!r} has {sorted(names)}")
@@ -149,7 +160,7 @@ def main(argv: Optional[Sequence[str]] = None, builders: Optional[Sequence[Calla
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.round is not None:
-        return build_round2(args)
+        return build_round(args)
     builders = OUTPUT_BUILDERS if builders is None else builders
     start = time.monotonic()
     rc = build_base_models(args)

@@ -123,6 +123,7 @@ PLAN_FILES: tuple[tuple[str, ...], ...] = (
 ROUND_FILES: dict[int, tuple[tuple[str, ...], ...]] = {
     1: PLAN_FILES,
     2: (("lib/tokenprune/training/proxy/round2.py",), *PLAN_FILES),
+    3: (("lib/tokenprune/training/proxy/round3.py",), *PLAN_FILES),
 }
 
 

@@ -30,7 +30,8 @@ from tokenprune.training.proxy.candidates import CANDIDATES, FINETUNE, Candidate
 from tokenprune.training.proxy.outputs import KEEP_RATES, TOME_R
 
 __all__ = ["Criterion", "Candidate", "CRITERIA", "BARS", "CANDIDATES", "MEASUREMENT", "FINETUNE", "PREMISES",
-           "criteria_of", "judge", "band_text", "band_distance", "choose", "sensitivity", "DEIT_S_MAC_RATIO"]
+           "criteria_of", "judge", "k5_undefined", "k5_asked", "K5Missing", "band_text", "band_distance", "choose",
+           "sensitivity", "DEIT_S_MAC_RATIO"]
 
 _DEIT = pn.EVIT["deit_small_patch16_224"]
 #: DeiT-S's MAC ratio at ToMe r = 13 (2.7 / 4.6 GMACs): ToMe runs at the r of the proxy whose ratio is closest
@@ -119,16 +120,50 @@ def criteria_of(role: str) -> tuple[Criterion, ...]:
     return tuple(c for c in CRITERIA if role in c.roles)
 
 
+class K5Missing(RuntimeError):
+    """A K5 that the pre-registered rule asks for (:func:`k5_asked`) is not measured: the choice is not decided."""
+
+
+def k5_undefined(m: Mapping[str, float]) -> bool:
+    """Round 3's first clarification of K5, fixed before any K5 was measured: K5 is not met when the 95 % interval of
+    the off-the-shelf cost at keep 0.7 (``cost@0.7_low``) includes 0, since a share of a cost that may be zero is
+    undefined (:data:`tokenprune.training.proxy.round3.K5_CLARIFICATIONS`)."""
+    lo = m.get("cost@0.7_low")
+    return lo is not None and not float(lo) > 0
+
+
 def judge(candidate: Candidate, m: Mapping[str, float]) -> dict[str, Optional[bool]]:
     """Each criterion of the candidate's role on its measurements ``m`` (top-1 and costs in points): True, False,
-    or None when not measured. K1 also needs the 64 tokens; K6 reads ``top1`` against the role's bar."""
+    or None when not measured. K1 also needs the 64 tokens; K6 reads ``top1`` against the role's bar; K5 is False
+    where :func:`k5_undefined`, whatever a fine-tune gained."""
     m = dict(m)
     if "top1" in m:
         m["top1_over_bar"] = float(m["top1"]) - BARS[candidate.role]
     out = {c.id: c.met(m) for c in criteria_of(candidate.role)}
     if out.get("K1") is not None:
         out["K1"] = bool(out["K1"] and candidate.tokens >= 64)
+    if "K5" in out and k5_undefined(m):
+        out["K5"] = False
     return out
+
+
+def k5_asked(measured: Mapping[str, Mapping[str, float]], role: str,
+             candidates: Sequence[Candidate] = CANDIDATES) -> list[str]:
+    """The candidates of ``role`` whose K5 the pre-registered rule asks for, in candidate order: each that meets every
+    other criterion of its role, and the fallback's next in line (of those meeting every criterion but the cost bands
+    and K5, with K5 not already missed, the nearest the bands by :func:`band_distance`). Empty for a role without K5."""
+    if not any(c.id == "K5" for c in criteria_of(role)):
+        return []
+    cands = [c for c in candidates if c.role == role and c.name in measured]
+    judged = {c.name: judge(c, measured[c.name]) for c in cands}
+    asked = [c.name for c in cands if all(v is True for k, v in judged[c.name].items() if k != "K5")]
+    near = [(band_distance(measured[c.name]), i, c.name) for i, c in enumerate(cands)
+            if judged[c.name]["K5"] is not False
+            and all(v is True for k, v in judged[c.name].items() if k not in _COST_BANDS + ("K5",))]
+    near = [t for t in near if math.isfinite(t[0])]
+    if near and min(near)[2] not in asked:
+        asked.append(min(near)[2])
+    return [c.name for c in cands if c.name in asked]
 
 
 def band_text(criterion_id: str) -> str:

@@ -1,0 +1,95 @@
+"""Round 3 of the proxy's pre-registration as declared: the near-miss's recipe with only its data changed, the second
+candidate's object share computed from its masks, K5's clarification and its control, which candidates' K5 the rule
+asks for, and the round's budget and files."""
+import math
+
+import pytest
+
+from tokenprune.study.proxy import chosen, plan
+from tokenprune.training import model_recipes
+from tokenprune.training.proxy import finetunes as pf, round2, round3
+from tokenprune.training.proxy.candidates import FINETUNE
+
+
+def test_the_first_candidate_is_the_near_miss_with_only_its_data_changed():
+    near_miss = round2.candidate_recipe(next(c for c in round2.CANDIDATES if c.name == "s14d_fmnist112"))
+    first = round3.candidate_recipe(round3.CANDIDATES[0])
+    assert near_miss.train_subset == 10000 and first.train_subset is None
+    assert first.epochs * round3.TRAIN_ROWS == round3.IMAGES_SEEN == first.extra["images_seen"]
+    moved = {k for k, v in vars(first).items() if vars(near_miss)[k] != v}
+    assert moved == {"name", "train_subset", "extra"}              # round 2's 3 epochs, now of the whole split
+    assert {k for k in first.extra if first.extra[k] != near_miss.extra.get(k)} == {"round", "images_seen"}
+    assert round3.CANDIDATES[0].test_images == 5000 and round3.CANDIDATES[0].tokens == 64
+
+
+def test_the_second_candidate_draws_the_item_at_the_near_misss_magnification_on_196_tokens():
+    c = round3.CANDIDATES[1]
+    near = next(c for c in round2.CANDIDATES if c.name == "s14d_fmnist112")
+    assert c.tokens == 196 and c.img_size / c.canvas == pytest.approx(near.img_size / near.canvas)
+    assert round3.candidate_recipe(c).epochs * round3.TRAIN_ROWS == round3.IMAGES_SEEN_196
+    assert round3.object_share(c) == pytest.approx(round3.OBJECT_SHARE_196, abs=1e-4)
+    assert round3.OBJECT_SHARE_196 <= plan.CRITERIA[0].high     # K1: the object on a minority of the tokens
+
+
+def test_round3_recipes_are_default_models_with_their_own_hashes():
+    recipes = model_recipes.round_recipes(3)
+    assert list(recipes) == [c.name for c in round3.CANDIDATES]
+    assert model_recipes.find_recipe("s14d_fmnist112_full") == ("default", recipes["s14d_fmnist112_full"])
+    hashes = {r.recipe_hash() for r in {**model_recipes.round_recipes(2), **recipes}.values()}
+    assert len(hashes) == len(round2.CANDIDATES) + len(round3.CANDIDATES)
+    with pytest.raises(ValueError, match="round"):
+        model_recipes.round_recipes(4)
+
+
+def test_k5_has_an_unpruned_control_from_round_3_on():
+    c = round3.CANDIDATES[0]
+    k5, control = pf.k5_recipe(c, 1), pf.control_recipe(c, 1)
+    assert pf.has_control(c) and not pf.has_control(round2.CANDIDATES[0])
+    assert k5.keep_rate == FINETUNE["keep_rate"] and control.keep_rate == 1.0
+    same = ("seed", "epochs", "batch_size", "lr", "min_lr", "warmup_epochs", "train_subset", "trainable", "augment")
+    assert all(getattr(k5, k) == getattr(control, k) for k in same)
+    assert k5.recipe_hash() != control.recipe_hash() and control.name.endswith("_ft_unpruned_s1")
+
+
+def _m(**kw):
+    base = {"object_token_share": 0.3, "top1": 90.0, "cost@0.7": 2.0, "cost@0.7_low": 1.0, "cost@0.5": 5.0,
+            "cost@0.5_low": 3.0, "tome_cost": 1.5}
+    return {**base, **kw}
+
+
+def test_k5_is_missed_when_the_cost_interval_includes_zero_whatever_the_gain():
+    c = round3.CANDIDATES[0]
+    gain = {"ft_share_of_cost": 90.0, "ft_gain@0.7_low": 1.0}
+    assert plan.judge(c, _m(**gain))["K5"] is True
+    assert plan.judge(c, _m(**{"cost@0.7_low": -0.1}, **gain))["K5"] is False
+    assert plan.judge(c, _m())["K5"] is None                            # not measured, cost defined
+    assert plan.judge(c, _m(**{"cost@0.7_low": 0.0}))["K5"] is False   # decided without a fine-tune
+    assert "K5" not in plan.judge(round2.CANDIDATES[3], _m())          # the fine-grained role has no K5
+
+
+def test_k5_is_asked_of_each_candidate_meeting_every_other_criterion_and_of_the_fallbacks_next_in_line():
+    order = round3.CANDIDATES
+    a, b = (c.name for c in order)
+    measured = {a: _m(), b: _m(top1=80.0)}                              # b misses K6
+    assert plan.k5_asked(measured, "classification", order) == [a]
+    # neither meets the bands; a is nearer them, so a is the fallback's next in line
+    far = {a: _m(**{"cost@0.7": 0.2, "cost@0.7_low": 0.1}), b: _m(**{"cost@0.7": 0.05, "cost@0.7_low": 0.01})}
+    assert plan.k5_asked(far, "classification", order) == [a]
+    # a cost interval that includes 0 decides K5 already: nothing to ask of that one
+    zero = {a: _m(**{"cost@0.7": 0.1, "cost@0.7_low": -0.2}), b: _m(top1=80.0)}
+    assert plan.k5_asked(zero, "classification", order) == []
+    assert plan.k5_asked(measured, "fine-grained", order) == []
+
+
+def test_the_round_is_sized_within_its_hours_and_what_does_not_fit_is_left_to_a_gpu():
+    rows = round3.budget()
+    assert [r["candidate"] for r in rows] == [c.name for c in round3.CANDIDATES]
+    for r in rows:
+        assert math.isfinite(r["train_minutes"]) and r["parts"] == math.ceil(r["train_minutes"] / round3.PART_MINUTES)
+        assert (r["cumulative_hours"] <= round3.ROUND_HOURS) == (r["built_on"] == "cpu")
+    assert round3.BUILT_ON[round3.CANDIDATES[0].name] == "cpu"
+
+
+def test_round3_is_a_pre_registration_of_its_own_file():
+    assert chosen.ROUND_FILES[3][0] == ("lib/tokenprune/training/proxy/round3.py",)
+    assert chosen.ROUND_FILES[3][1:] == chosen.PLAN_FILES
