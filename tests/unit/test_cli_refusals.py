@@ -1,18 +1,26 @@
 """Bad input on the command line: ``python -m tokenprune COMMAND ...`` refuses it with one line on stderr that
 names the parameter (or file), exits non-zero, and creates no file or folder. Every case is refused before a
-notebook, a training run or a benchmark starts, so each test costs one interpreter start."""
+notebook, a training run or a benchmark starts, so each test costs one interpreter start, or none where the command
+line runs in this process (``tokenprune.__main__.main``, what ``python -m tokenprune`` calls). A pipeline run into a
+folder another run is writing is refused the same way, and a run that was killed holds the folder no longer."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from tokenprune.__main__ import main
+from tokenprune.study import pipeline
 from tokenprune.utils.environment import REPO_ROOT
+from tokenprune.utils.io import LOCK_FILE, folder_lock
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,6 +44,18 @@ def _refused(args: list[str], cwd: Path, pythonpath: Path | None = None) -> str:
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert len(lines) == 1, proc.stderr
     assert _tree(cwd) == before, sorted(_tree(cwd) - before)
+    return lines[0]
+
+
+def _refused_here(args: list[str], capsys: pytest.CaptureFixture, root: Path) -> str:
+    """Run the command line in this process; assert it refused the input (exit code 2, one line on stderr, nothing
+    new or removed under ``root``) and return that line."""
+    capsys.readouterr()
+    before = _tree(root)
+    code = main(args)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, (code, lines)
+    assert _tree(root) == before, sorted(_tree(root) ^ before)
     return lines[0]
 
 
@@ -102,6 +122,63 @@ def test_pipeline_refuses_a_folder_without_notebooks(tmp_path):
     (tmp_path / "nb").mkdir()
     line = _refused(["pipeline", "--notebooks", str(tmp_path / "nb"), "--reports", str(tmp_path / "r")], tmp_path)
     assert "notebooks" in line and str(tmp_path / "nb") in line
+
+
+@pytest.fixture()
+def notebooks_stubbed(monkeypatch) -> list:
+    """The pipeline with its notebook runs stubbed (each succeeds at once, writing nothing, after calling the hooks
+    appended to the returned list) and no kernel installed: what is left is the command line around them."""
+    hooks: list = []
+
+    def run(nb: Path, reports_dir: Path, profile: str, parameters: Any = None, kernel: str = "",
+            name: Any = None) -> pipeline.NotebookRun:
+        for hook in hooks:
+            hook()
+        return pipeline.NotebookRun(nb.stem, True, 0.0)
+
+    monkeypatch.setattr(pipeline, "run_notebook", run)
+    monkeypatch.setattr(pipeline, "ensure_kernel", lambda name: name)
+    return hooks
+
+
+def _hold(folder: Path, held: Any) -> None:
+    """A run's hold on ``folder``, in another process, until that process is killed."""
+    with folder_lock(folder, "--reports"):
+        held.set()
+        time.sleep(300)
+
+
+def test_a_second_pipeline_run_into_the_same_folder_is_refused_while_the_first_runs(tmp_path, capsys,
+                                                                                    notebooks_stubbed):
+    reports = tmp_path / "r"
+    good = reports / "01_evit" / "results.json"
+    good.parent.mkdir(parents=True)
+    shutil.copyfile(REPO_ROOT / "reports" / "01_evit" / "results.json", good)
+    args = ["pipeline", "--profile", "smoke", "--only", "01", "--reports", str(reports)]
+    second: list[str] = []
+    notebooks_stubbed.append(lambda: second.append(_refused_here(args, capsys, tmp_path)))
+    assert main(args) == 0
+    assert len(second) == 1 and "--reports" in second[0]
+    assert good.read_bytes() == (REPO_ROOT / "reports" / "01_evit" / "results.json").read_bytes()
+    with folder_lock(reports, "--reports"):   # released when the first run ended
+        pass
+
+
+def test_a_killed_pipeline_run_leaves_no_lock_behind(tmp_path, capsys, notebooks_stubbed):
+    reports = tmp_path / "r"
+    args = ["pipeline", "--profile", "smoke", "--only", "01", "--reports", str(reports)]
+    fork = multiprocessing.get_context("fork")
+    held = fork.Event()
+    holder = fork.Process(target=_hold, args=(reports, held), daemon=True)
+    holder.start()
+    try:
+        assert held.wait(60)
+        assert "--reports" in _refused_here(args, capsys, tmp_path)
+    finally:
+        holder.kill()
+        holder.join()
+    assert (reports / LOCK_FILE).exists()   # the file stays behind, and blocks nothing
+    assert main(args) == 0
 
 
 # ---------------------------------------------------------------------------------------------- batch
