@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 
 from tokenprune.__main__ import main
@@ -275,3 +276,14 @@ def test_prepare_refuses_an_unknown_step_on_one_line(tmp_path):
 def test_bench_refuses_an_unknown_method_or_model_on_one_line(tmp_path, option, value):
     line = _refused(["bench", option, value, "--batch", "1"], tmp_path)
     assert option.lstrip("-") in line and value in line
+
+
+def test_bench_refuses_an_unknown_device_naming_the_accepted_ones(tmp_path, capsys):
+    line = _refused_here(["bench", "--device", "gpu", "--json", str(tmp_path / "rows.json")], capsys, tmp_path)
+    assert "--device" in line and "gpu" in line and "cpu" in line
+
+
+def test_bench_refuses_cuda_where_torch_finds_none(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    line = _refused_here(["bench", "--device", "cuda", "--json", str(tmp_path / "rows.json")], capsys, tmp_path)
+    assert "--device" in line and "cuda" in line
