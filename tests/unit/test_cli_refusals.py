@@ -5,6 +5,7 @@ line runs in this process (``tokenprune.__main__.main``, what ``python -m tokenp
 folder another run is writing is refused the same way, and a run that was killed holds the folder no longer."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import shutil
@@ -20,6 +21,7 @@ import yaml
 
 from tokenprune.__main__ import main
 from tokenprune.study import pipeline
+from tokenprune.study.claims import ALL_VERDICTS, verdicts_of
 from tokenprune.utils.environment import REPO_ROOT
 from tokenprune.utils.io import LOCK_FILE, folder_lock
 
@@ -237,6 +239,24 @@ def test_report_refuses_a_missing_ledger_to_check_against(tmp_path):
     line = _refused(["report", str(REPO_ROOT / "reports"), "--no-write", "--check-against",
                      str(tmp_path / "old.md")], tmp_path)
     assert "old.md" in line
+
+
+@pytest.mark.parametrize("damage", ["a verdict of another kind", "no verdict", "truncated"])
+def test_report_refuses_a_broken_results_file_naming_the_file_and_the_claim(tmp_path, capsys, damage):
+    results = tmp_path / "reports" / "01_evit" / "results.json"
+    results.parent.mkdir(parents=True)
+    text = (REPO_ROOT / "reports" / "01_evit" / "results.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    claim = data["claims"][0]
+    if damage == "no verdict":
+        del claim["verdict"]
+    else:
+        claim["verdict"] = next(v for v in ALL_VERDICTS if v not in verdicts_of(claim["kind"]))
+    results.write_text(text[: len(text) // 2] if damage == "truncated" else json.dumps(data), encoding="utf-8")
+    line = _refused_here(["report", str(tmp_path / "reports")], capsys, tmp_path)
+    assert str(results) in line
+    if damage != "truncated":
+        assert claim["id"] in line and "verdict" in line
 
 
 # ---------------------------------------------------------------------------------------------- paper-train
