@@ -1,18 +1,29 @@
 """Bad input on the command line: ``python -m tokenprune COMMAND ...`` refuses it with one line on stderr that
 names the parameter (or file), exits non-zero, and creates no file or folder. Every case is refused before a
-notebook, a training run or a benchmark starts, so each test costs one interpreter start."""
+notebook, a training run or a benchmark starts, so each test costs one interpreter start, or none where the command
+line runs in this process (``tokenprune.__main__.main``, what ``python -m tokenprune`` calls). A pipeline run into a
+folder another run is writing is refused the same way, and a run that was killed holds the folder no longer."""
 from __future__ import annotations
 
+import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 import yaml
 
+from tokenprune.__main__ import main
+from tokenprune.study import pipeline
+from tokenprune.study.claims import ALL_VERDICTS, verdicts_of
 from tokenprune.utils.environment import REPO_ROOT
+from tokenprune.utils.io import LOCK_FILE, folder_lock
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -36,6 +47,18 @@ def _refused(args: list[str], cwd: Path, pythonpath: Path | None = None) -> str:
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert len(lines) == 1, proc.stderr
     assert _tree(cwd) == before, sorted(_tree(cwd) - before)
+    return lines[0]
+
+
+def _refused_here(args: list[str], capsys: pytest.CaptureFixture, root: Path) -> str:
+    """Run the command line in this process; assert it refused the input (exit code 2, one line on stderr, nothing
+    new or removed under ``root``) and return that line."""
+    capsys.readouterr()
+    before = _tree(root)
+    code = main(args)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, (code, lines)
+    assert _tree(root) == before, sorted(_tree(root) ^ before)
     return lines[0]
 
 
@@ -104,6 +127,63 @@ def test_pipeline_refuses_a_folder_without_notebooks(tmp_path):
     assert "notebooks" in line and str(tmp_path / "nb") in line
 
 
+@pytest.fixture()
+def notebooks_stubbed(monkeypatch) -> list:
+    """The pipeline with its notebook runs stubbed (each succeeds at once, writing nothing, after calling the hooks
+    appended to the returned list) and no kernel installed: what is left is the command line around them."""
+    hooks: list = []
+
+    def run(nb: Path, reports_dir: Path, profile: str, parameters: Any = None, kernel: str = "",
+            name: Any = None) -> pipeline.NotebookRun:
+        for hook in hooks:
+            hook()
+        return pipeline.NotebookRun(nb.stem, True, 0.0)
+
+    monkeypatch.setattr(pipeline, "run_notebook", run)
+    monkeypatch.setattr(pipeline, "ensure_kernel", lambda name: name)
+    return hooks
+
+
+def _hold(folder: Path, held: Any) -> None:
+    """A run's hold on ``folder``, in another process, until that process is killed."""
+    with folder_lock(folder, "--reports"):
+        held.set()
+        time.sleep(300)
+
+
+def test_a_second_pipeline_run_into_the_same_folder_is_refused_while_the_first_runs(tmp_path, capsys,
+                                                                                    notebooks_stubbed):
+    reports = tmp_path / "r"
+    good = reports / "01_evit" / "results.json"
+    good.parent.mkdir(parents=True)
+    shutil.copyfile(REPO_ROOT / "reports" / "01_evit" / "results.json", good)
+    args = ["pipeline", "--profile", "smoke", "--only", "01", "--reports", str(reports)]
+    second: list[str] = []
+    notebooks_stubbed.append(lambda: second.append(_refused_here(args, capsys, tmp_path)))
+    assert main(args) == 0
+    assert len(second) == 1 and "--reports" in second[0]
+    assert good.read_bytes() == (REPO_ROOT / "reports" / "01_evit" / "results.json").read_bytes()
+    with folder_lock(reports, "--reports"):   # released when the first run ended
+        pass
+
+
+def test_a_killed_pipeline_run_leaves_no_lock_behind(tmp_path, capsys, notebooks_stubbed):
+    reports = tmp_path / "r"
+    args = ["pipeline", "--profile", "smoke", "--only", "01", "--reports", str(reports)]
+    fork = multiprocessing.get_context("fork")
+    held = fork.Event()
+    holder = fork.Process(target=_hold, args=(reports, held), daemon=True)
+    holder.start()
+    try:
+        assert held.wait(60)
+        assert "--reports" in _refused_here(args, capsys, tmp_path)
+    finally:
+        holder.kill()
+        holder.join()
+    assert (reports / LOCK_FILE).exists()   # the file stays behind, and blocks nothing
+    assert main(args) == 0
+
+
 # ---------------------------------------------------------------------------------------------- batch
 def test_batch_refuses_a_shard_past_the_count(tmp_path, batch_file):
     line = _refused(["batch", str(batch_file), "--shard", "3/2", "--out", str(tmp_path / "out")], tmp_path)
@@ -161,6 +241,24 @@ def test_report_refuses_a_missing_ledger_to_check_against(tmp_path):
     assert "old.md" in line
 
 
+@pytest.mark.parametrize("damage", ["a verdict of another kind", "no verdict", "truncated"])
+def test_report_refuses_a_broken_results_file_naming_the_file_and_the_claim(tmp_path, capsys, damage):
+    results = tmp_path / "reports" / "01_evit" / "results.json"
+    results.parent.mkdir(parents=True)
+    text = (REPO_ROOT / "reports" / "01_evit" / "results.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    claim = data["claims"][0]
+    if damage == "no verdict":
+        del claim["verdict"]
+    else:
+        claim["verdict"] = next(v for v in ALL_VERDICTS if v not in verdicts_of(claim["kind"]))
+    results.write_text(text[: len(text) // 2] if damage == "truncated" else json.dumps(data), encoding="utf-8")
+    line = _refused_here(["report", str(tmp_path / "reports")], capsys, tmp_path)
+    assert str(results) in line
+    if damage != "truncated":
+        assert claim["id"] in line and "verdict" in line
+
+
 # ---------------------------------------------------------------------------------------------- paper-train
 def test_paper_train_refuses_zero_epochs(tmp_path):
     line = _refused(["paper-train", "--recipe", RECIPE, "--epochs", "0", "--out", str(tmp_path / "out")], tmp_path)
@@ -198,3 +296,14 @@ def test_prepare_refuses_an_unknown_step_on_one_line(tmp_path):
 def test_bench_refuses_an_unknown_method_or_model_on_one_line(tmp_path, option, value):
     line = _refused(["bench", option, value, "--batch", "1"], tmp_path)
     assert option.lstrip("-") in line and value in line
+
+
+def test_bench_refuses_an_unknown_device_naming_the_accepted_ones(tmp_path, capsys):
+    line = _refused_here(["bench", "--device", "gpu", "--json", str(tmp_path / "rows.json")], capsys, tmp_path)
+    assert "--device" in line and "gpu" in line and "cpu" in line
+
+
+def test_bench_refuses_cuda_where_torch_finds_none(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    line = _refused_here(["bench", "--device", "cuda", "--json", str(tmp_path / "rows.json")], capsys, tmp_path)
+    assert "--device" in line and "cuda" in line

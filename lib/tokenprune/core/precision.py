@@ -1,4 +1,4 @@
-"""Numeric precision: the accepted dtypes, autocast, and the choice of attention kernel.
+"""Numeric precision: the accepted dtypes and devices, autocast, and the choice of attention kernel.
 
 One home for what every forward pass (evaluation, benchmarks, training, the split forward pass)
 needs: ``fp32`` runs as is, ``bf16`` and ``fp16`` run under ``torch.autocast`` on the model's device.
@@ -6,7 +6,8 @@ On CPUs with AVX-512 BF16, bf16 autocast runs ViT inference about 2.6x faster th
 fused ``scaled_dot_product_attention`` kernel is slow in bf16 training: :func:`set_eager_attention`
 makes timm's ``Attention`` compute ``softmax(q k^T) v`` explicitly instead (README, training table).
 :func:`attention_kernel` is the fixed rule that picks the kernel per device and dtype for timed
-inference; :func:`native_bf16` says whether a device computes bf16 natively (else autocast emulates it).
+inference; :func:`native_bf16` says whether a device computes bf16 natively (else autocast emulates it);
+:func:`check_device` refuses a device that is unknown or that this machine does not have.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import ContextManager, Literal, Optional
 import torch
 import torch.nn as nn
 
-__all__ = ["DTYPES", "check_dtype", "autocast", "set_eager_attention", "attention_kernel", "cpu_flags", "native_bf16"]
+__all__ = ["DTYPES", "DEVICES", "check_dtype", "check_device", "autocast", "set_eager_attention", "attention_kernel",
+           "cpu_flags", "native_bf16"]
 
 #: accepted names of a compute or storage precision, and the autocast dtype (None: no autocast)
 DTYPES: dict[str, Optional[torch.dtype]] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -27,6 +29,27 @@ def check_dtype(dtype: object, name: str = "dtype") -> str:
     if dtype not in DTYPES:
         raise ValueError(f"{name}: unknown {dtype!r}; accepted: {sorted(DTYPES)}")
     return dtype  # type: ignore[return-value]
+
+
+#: the devices accepted by name: the CPU, or a CUDA GPU (``cuda``: the current one; ``cuda:N``: the N-th)
+DEVICES: tuple[str, ...] = ("cpu", "cuda", "cuda:N")
+
+
+def check_device(device: str, name: str = "device") -> str:
+    """``device`` if it is one of :data:`DEVICES` and this machine has it (CUDA: torch finds a GPU, and the N-th for
+    ``cuda:N``); else a ValueError naming ``name`` and the accepted values, or what this machine lacks."""
+    kind, sep, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (sep and not (kind == "cuda" and index.isdigit())):
+        raise ValueError(f"{name}: unknown {device!r}; accepted: {', '.join(DEVICES)}")
+    if kind == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"{name}: {device!r} asks for CUDA, which torch {torch.__version__} does not find on this "
+                             "machine; accepted here: cpu")
+        if sep and int(index) >= count:
+            raise ValueError(f"{name}: {device!r}, but this machine has {count} CUDA device(s); accepted here: cpu, "
+                             f"cuda, cuda:0 to cuda:{count - 1}")
+    return device
 
 
 def autocast(dtype: str, device: torch.device | str = "cpu") -> ContextManager:

@@ -24,10 +24,11 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from tokenprune.core.precision import DTYPES
+from tokenprune.core.precision import DEVICES, DTYPES, check_device
 from tokenprune.measure.throughput import LOAD_COLUMNS, BenchResult, benchmark, load_warnings, speedup_table
 from tokenprune.measure.training_step import TrainingStep
 from tokenprune.utils.environment import hardware
+from tokenprune.utils.io import input_checks
 
 __all__ = ["SPEEDUP_PER_MAC_TARGET", "OURS_OVER_OFFICIAL_TARGET", "MIN_IMAGES_PER_ROUND", "build_parser", "main"]
 
@@ -88,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "computes it natively (core.precision.native_bf16), see --force-bf16")
     ap.add_argument("--force-bf16", action="store_true",
                     help="time bf16 even where the CPU has no native bf16 (no AVX512-BF16 / AMX: autocast emulates it)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="default: %(default)s")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                    help=f"one of {', '.join(DEVICES)} that this machine has (default: %(default)s)")
     ap.add_argument("--rounds", type=_positive_int, default=7, help="interleaved timed rounds (default: %(default)s)")
     ap.add_argument("--iters", type=_positive_int, default=None,
                     help=f"batches per configuration and round (default: enough for {MIN_IMAGES_PER_ROUND} images, at "
@@ -367,6 +369,8 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     in the same run), then one summary table of every run."""
     ap = build_parser()
     args = ap.parse_args(argv)
+    with input_checks():   # before any model is built or any file written
+        check_device(args.device, "--device")
     if args.threads:
         torch.set_num_threads(args.threads)
     ms = _build_models(args, ap)

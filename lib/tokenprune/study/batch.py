@@ -14,7 +14,9 @@ a grid whose Cartesian product is added::
 A member's identity is a hash of the notebook file, the profile and its parameters, so reruns and shards
 agree on what is done. Each member runs into ``OUT/<notebook>-<id>/`` (the executed notebook, its HTML,
 tables, figures and results.json, swapped in only when the run succeeded); a member whose results.json
-exists is skipped; a failed member is reported and neither stops nor corrupts the others. ``OUT/index.md``
+exists is skipped; a failed member is reported and neither stops nor corrupts the others. Unlike a pipeline run,
+a batch does not hold ``OUT`` as a whole (:func:`~tokenprune.utils.io.folder_lock`): its parallel jobs, and its
+shards on other machines, write distinct member folders side by side. ``OUT/index.md``
 and ``OUT/index.json`` list every member with its parameters, status and verdict counts.
 ``--jobs N`` runs members in parallel; ``--shard i/n`` runs the members whose id falls in shard ``i`` of
 ``n`` (``int(id, 16) % n == i``), so a SLURM job array (``--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT``)

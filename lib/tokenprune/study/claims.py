@@ -328,10 +328,17 @@ class Claim:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Claim":
         """Rebuild (and re-validate) a claim from :meth:`to_dict` output; unknown keys are refused."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
+        fields = dataclasses.fields(cls)
+        unknown = sorted(set(data) - {f.name for f in fields})
         if unknown:
             raise ValueError(f"unknown claim fields: {', '.join(unknown)}")
+        missing = [f.name for f in fields if f.name not in data
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            kind = data.get("kind")
+            accepted = (f"; the verdict of a {kind!r} is one of {', '.join(map(repr, verdicts_of(kind)))}"
+                        if "verdict" in missing and kind in VOCABULARY else "")
+            raise ValueError(f"missing claim fields: {', '.join(missing)}{accepted}")
         return cls(**dict(data))
 
 

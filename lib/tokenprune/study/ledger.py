@@ -10,7 +10,6 @@ numbers (value, interval, design, paper's number) and the rule's outcome by id (
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -18,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenprune.study.claims import KINDS, SETTINGS, UNDECIDED, VOCABULARY, Claim
-from tokenprune.study.report import RESULTS_FILE, VERDICTS
+from tokenprune.study.claims import KINDS, SETTINGS, UNDECIDED, VOCABULARY
+from tokenprune.study.report import RESULTS_FILE, VERDICTS, read_results
 from tokenprune.utils.io import InputError, atomic_write_text, input_checks
 
 __all__ = [
@@ -47,26 +46,23 @@ _NOTEBOOK_MARK = re.compile(r"^<!-- notebook: (?P<name>.+?) -->\s*$")
 
 
 def load_results(reports_dir: str | os.PathLike[str] = "reports") -> list[dict[str, Any]]:
-    """Every ``<reports_dir>/*/results.json``, sorted by notebook name, claims validated.
+    """Every ``<reports_dir>/*/results.json``, sorted by notebook name, claims validated
+    (:func:`~tokenprune.study.report.read_results`: an InputError names a truncated file, or the file and the claim
+    whose verdict its kind does not accept).
 
     Each dict gets ``_dir`` (the folder name). A notebook's name is its ``name`` field, or
     its folder name when that is missing.
     """
     out = []
     for path in sorted(Path(reports_dir).glob(f"*/{RESULTS_FILE}")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            data.setdefault("name", path.parent.name)
-            data["claims"] = [Claim.from_dict(c).to_dict() for c in data.get("claims", [])]
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"{path}: {exc}") from exc
+        data = read_results(path)
         data["_dir"] = path.parent.name
         out.append(data)
     out.sort(key=lambda d: (str(d["name"]), d["_dir"]))
     names = [d["name"] for d in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise ValueError(f"several report folders claim the notebook name(s) {dup}")
+        raise InputError(f"{reports_dir}: several report folders claim the notebook name(s) {dup}")
     return out
 
 
@@ -357,11 +353,12 @@ def _outcome(claim: Mapping[str, Any]) -> str:
 
 
 def _raw_claims(folder: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{notebook: {claim_id: claim}}`` read as stored (no validation: an older schema is compared as it is)."""
+    """``{notebook: {claim_id: claim}}`` read as stored (no validation: an older schema is compared as it is; a
+    truncated file, or a claim without an id or a verdict, is an InputError naming it)."""
     out = {}
     for path in sorted(folder.glob(f"*/{RESULTS_FILE}")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        out[str(data.get("name", path.parent.name))] = {c["id"]: c for c in data.get("claims", [])}
+        data = read_results(path, validate=False)
+        out[str(data["name"])] = {c["id"]: c for c in data["claims"]}
     return out
 
 
@@ -433,10 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not rewrite README.md")
     args = parser.parse_args(argv)
     with input_checks():   # both sources read (and refused) before anything is written
-        results_folder(args.reports_dir, "reports_dir")
+        load_results(results_folder(args.reports_dir, "reports_dir"))
         old = None
         if args.compare_results:
-            results_folder(args.compare_results, "--compare-results")
+            _raw_claims(results_folder(args.compare_results, "--compare-results"))
         if args.check_against:
             old = ledger_verdicts(args.check_against if Path(args.check_against).is_file()
                                   else results_folder(args.check_against, "--check-against"))

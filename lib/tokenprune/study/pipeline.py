@@ -6,11 +6,12 @@ is written (a refusal is an :class:`~tokenprune.utils.io.InputError`). For each 
 execute it into a staging folder (``reports/.staging-NN_name``) with ``profile``, ``overrides`` (the
 ``-p`` values) and ``report_dir`` injected, export the executed notebook to HTML, check that it
 wrote ``results.json``, add its findings (:func:`tokenprune.study.publish.publish`), then swap the staging folder in
-for ``reports/NN_name``. A notebook that
-fails leaves the previous report untouched; the runner says which notebook and which cell failed
-and exits non-zero. Finally ``reports/README.md`` (the claims ledger) is rebuilt from every
-``results.json``, with the study page ``reports/index.html`` (:mod:`tokenprune.study.site`) and, for the committed
-reports, the README's findings section.
+for ``reports/NN_name``. A notebook that fails leaves the previous report untouched; the runner says which
+notebook and which cell failed and exits non-zero. A run holds its reports folder for its whole life
+(:func:`~tokenprune.utils.io.folder_lock`): a second run into the same folder meanwhile is refused, so that it never
+deletes the first one's staging folder; a killed run holds nothing. Finally ``reports/README.md`` (the claims
+ledger) is rebuilt from every ``results.json``, with the study page ``reports/index.html``
+(:mod:`tokenprune.study.site`) and, for the committed reports, the README's findings section.
 
 Usage::
 
@@ -35,7 +36,7 @@ from tokenprune.study.publish import MARKERS, publish, readme_findings, replace_
 from tokenprune.study.site import write_site
 from tokenprune.study.report import reports_dir_for
 from tokenprune.utils.environment import REPO_ROOT
-from tokenprune.utils.io import InputError, atomic_write_text, input_checks
+from tokenprune.utils.io import InputError, atomic_write_text, folder_lock, input_checks
 
 __all__ = ["KERNEL_NAME", "NotebookRun", "ensure_kernel", "discover", "parse_parameters", "output_folder",
            "run_notebook", "main"]
@@ -192,7 +193,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--kernel", default=KERNEL_NAME)
     args = ap.parse_args(argv)
     notebooks, params, reports = _checked(args)
-    reports.mkdir(parents=True, exist_ok=True)
+    with folder_lock(reports, "--reports"):   # a second run into this folder is refused until this one ends
+        return _run_all(args, notebooks, params, reports)
+
+
+def _run_all(args: argparse.Namespace, notebooks: Sequence[Path], params: dict, reports: Path) -> int:
+    """Run ``notebooks`` into ``reports`` (held by this run), then rebuild the ledger, the study page and, for the
+    committed reports, the README's findings; returns the exit code (1 when a notebook failed)."""
     kernel = ensure_kernel(args.kernel)
     runs = []
     for nb in notebooks:

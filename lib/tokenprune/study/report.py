@@ -6,7 +6,8 @@ writes, under the notebook's report folder (``reports/<name>/`` by default), one
 and ``results.json``, each atomically (temporary file in the same folder, then ``os.replace``), ``results.json``
 last, so a reader never sees a half-written file and ``results.json`` only lists files that exist.
 ``results.json`` carries the provenance: git commit, parameters, seed, library versions, hardware, wall time and a
-UTC timestamp. The claims ledger built from these files is :mod:`tokenprune.study.ledger`.
+UTC timestamp. :func:`read_results` reads one back, refusing a truncated file or a claim that is not accepted; the
+claims ledger built from these files is :mod:`tokenprune.study.ledger`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from typing import Any, Mapping, Sequence
 
 from tokenprune.study.claims import ALL_VERDICTS, Claim
 from tokenprune.utils.environment import REPO_ROOT, provenance
-from tokenprune.utils.io import atomic_write_bytes, atomic_write_text, dumps_json
+from tokenprune.utils.io import InputError, atomic_write_bytes, atomic_write_text, dumps_json, read_json
 
-__all__ = ["VERDICTS", "RESULTS_FILE", "Report", "ClaimsTable", "reports_dir_for", "show_inline"]
+__all__ = ["VERDICTS", "RESULTS_FILE", "Report", "ClaimsTable", "reports_dir_for", "read_results", "show_inline"]
 
 VERDICTS: tuple[str, ...] = ALL_VERDICTS
 """The accepted verdicts (each kind's own words, then the undecided ones), in the order the ledger counts them."""
@@ -243,3 +244,34 @@ class Report:
         return atomic_write_text(self.out_dir / RESULTS_FILE, text)
 
 
+def read_results(path: str | os.PathLike[str], validate: bool = True) -> dict[str, Any]:
+    """The content of one ``results.json`` (:meth:`Report.write`'s), its ``name`` defaulting to its folder's name.
+    With ``validate`` each claim is rebuilt by :meth:`Claim.from_dict`, so its verdict is one its kind accepts;
+    without, each claim need only carry an ``id`` and a ``verdict`` (results of an older schema are read as stored).
+    A missing, truncated or non-JSON file, or a claim that is not accepted, is an :class:`InputError` naming the
+    file (and the claim)."""
+    p = Path(path)
+    data = read_json(p, f"rerun the notebook that writes it, or remove {p.parent}", kind="the report")
+    data.setdefault("name", p.parent.name)
+    claims = data.get("claims", [])
+    if not isinstance(claims, list):
+        raise InputError(f"{p}: claims: expected a list of claims, got {type(claims).__name__}")
+    data["claims"] = [_read_claim(p, i, c, validate) for i, c in enumerate(claims)]
+    return data
+
+
+def _read_claim(path: Path, index: int, claim: Any, validate: bool) -> dict[str, Any]:
+    """The ``index``-th claim of ``path`` as a dict (validated when ``validate``), or an InputError naming both."""
+    ident = claim.get("id") if isinstance(claim, Mapping) else None
+    try:
+        if not isinstance(claim, Mapping):
+            raise ValueError(f"expected a claim (a JSON object), got {type(claim).__name__}")
+        if validate:
+            return Claim.from_dict(claim).to_dict()
+        missing = [k for k in ("id", "verdict") if k not in claim]
+        if missing:
+            raise ValueError(f"missing claim fields: {', '.join(missing)}")
+        return dict(claim)
+    except (ValueError, TypeError) as exc:
+        why = str(exc).removeprefix(f"claim {ident}: ")
+        raise InputError(f"{path}: claim {ident or f'number {index + 1}'}: {why}") from None

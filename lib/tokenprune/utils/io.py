@@ -1,4 +1,5 @@
-"""Files written atomically, deterministic JSON, file digests, and checked reads: the I/O every layer shares.
+"""Files written atomically, deterministic JSON, file digests, checked reads and output folders held by one run:
+the I/O every layer shares.
 
 A temporary file in the same folder is filled and then ``os.replace``-d over the target, so a reader
 never sees a half-written file and a failed write leaves the old content in place.
@@ -7,6 +8,9 @@ Reading goes the other way: a checkpoint, a cache entry or its JSON sidecar is r
 :func:`read_json` or :func:`load_torch`, which turn a missing, empty, truncated or foreign file into a
 :class:`CheckpointError` naming the file and the caller's fix. Bad input of any kind is an
 :class:`InputError`: the command line (``python -m tokenprune``) prints it on one line and exits 2.
+
+A run that rewrites an output folder as a whole (its staging folders, its ledger) holds it by :func:`folder_lock`
+for its life, so a second run into the same folder is refused instead of deleting the first one's work.
 """
 from __future__ import annotations
 
@@ -23,8 +27,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["InputError", "CheckpointError", "input_checks", "atomic_write", "atomic_write_text", "atomic_write_bytes",
-           "to_jsonable", "dumps_json", "write_json", "read_json", "load_torch", "sha256_file"]
+__all__ = ["InputError", "CheckpointError", "input_checks", "LOCK_FILE", "folder_lock", "atomic_write",
+           "atomic_write_text", "atomic_write_bytes", "to_jsonable", "dumps_json", "write_json", "read_json",
+           "load_torch", "sha256_file"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -55,6 +60,40 @@ def input_checks() -> Iterator[None]:
         raise InputError(f"unknown key {err}") from err
     except (ValueError, TypeError) as err:
         raise InputError(str(err)) from err
+
+
+# ----------------------------------------------------------------------------------------------
+# output folders held by one run
+# ----------------------------------------------------------------------------------------------
+
+#: the file in an output folder that :func:`folder_lock` locks (it stays, empty of meaning, once no run holds it)
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike[str], option: str) -> Iterator[Path]:
+    """Hold the output folder ``folder`` (created if missing) for one run, for the life of the block: an exclusive
+    ``flock`` on ``folder/.lock``, which records the holder's process id. While another process (or another
+    block) holds it, the folder is refused: an :class:`InputError` naming ``option``, the folder and the holder.
+    The operating system drops the lock when its process ends, however it ends, so a killed run leaves no stale
+    lock; the descriptor is not inherited by child processes (a notebook's kernel), which therefore never hold it."""
+    import fcntl
+
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            raise InputError(f"{option}: {path} is being written by another run ({holder}); wait until it ends "
+                             "or give another folder") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"process {os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)
 
 
 # ----------------------------------------------------------------------------------------------
