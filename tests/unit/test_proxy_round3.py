@@ -93,3 +93,32 @@ def test_the_round_is_sized_within_its_hours_and_what_does_not_fit_is_left_to_a_
 def test_round3_is_a_pre_registration_of_its_own_file():
     assert chosen.ROUND_FILES[3][0] == ("lib/tokenprune/training/proxy/round3.py",)
     assert chosen.ROUND_FILES[3][1:] == chosen.PLAN_FILES
+
+
+def test_notebook_00_refuses_to_decide_while_an_asked_k5_is_missing():
+    from tokenprune.study.proxy import calibration
+
+    order = round3.CANDIDATES
+    a, b = (c.name for c in order)
+    rows = [{"candidate": a, "role": "classification", "built": True, **_m(), **plan.judge(order[0], _m())},
+            {"candidate": b, "role": "classification", "built": False}]
+    with pytest.raises(plan.K5Missing, match=a):
+        calibration.check_k5(rows, order)
+    measured = {**_m(), "ft_share_of_cost": 10.0, "ft_gain@0.7_low": 0.1}
+    rows[0].update(measured, **plan.judge(order[0], measured))
+    calibration.check_k5(rows, order)                                  # measured (and missed): decided
+
+
+def test_round3_ends_at_its_first_candidate_on_a_cpu_when_the_second_is_left_to_a_gpu():
+    from tokenprune.study.proxy import calibration
+
+    a, b = (c.name for c in round3.CANDIDATES)
+    missed = {"candidate": a, "role": "classification", "built": True, **{f"K{i}": True for i in range(1, 6)},
+              "K6": False}
+    assert not calibration.round_complete([{"candidate": a, "role": "classification", "built": False}],
+                                          "classification", 3)
+    assert calibration.round_complete([missed, {"candidate": b, "role": "classification", "built": False}],
+                                      "classification", 3)
+    assert calibration.round_complete([{**missed, "K6": True}], "classification", 3)
+    with pytest.raises(ValueError, match="round"):
+        calibration.round_complete([], "classification", 4)

@@ -20,12 +20,12 @@ from tokenprune.study.proxy import plan
 from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as proxy_outputs
 from tokenprune.training.proxy.candidates import FINETUNE, Candidate
 
-__all__ = ["measurements", "k5", "nearest_tome_r", "calibrate", "table", "criteria_table", "candidates_table",
-           "cost_figure", "round2_status", "round2_complete", "calibrate_round2",
-           "NOT_A_CRITERION", "ROUND_TABLES"]
+__all__ = ["measurements", "k5", "check_k5", "nearest_tome_r", "calibrate", "table", "criteria_table",
+           "candidates_table", "cost_figure", "round_status", "round_complete", "calibrate_round", "round2_status",
+           "round2_complete", "calibrate_round2", "NOT_A_CRITERION", "ROUND_TABLES"]
 
 #: the table of notebook 00's report that holds each pre-registered round's measured candidates (:func:`table`)
-ROUND_TABLES = {1: "calibration", 2: "calibration_round2"}
+ROUND_TABLES = {1: "calibration", 2: "calibration_round2", 3: "calibration_round3"}
 #: a criterion that does not apply to a candidate's role, in :func:`table`
 NOT_A_CRITERION = "not a criterion of its role"
 
@@ -85,19 +85,46 @@ def measurements(c: Candidate, arrays: dict[str, np.ndarray], seed: int = 0) -> 
 
 def k5(c: Candidate, arrays: dict[str, np.ndarray], cost: float, seed: int = 0) -> Optional[dict[str, float]]:
     """K5's measurements (the fine-tunes' gain over the same base pruned off the shelf at keep 0.7, paired over
-    images, two-stage over seeds and images, and its share of the off-the-shelf cost); None without fine-tunes."""
+    images, two-stage over seeds and images, and its share of the off-the-shelf cost); from round 3 on, beside it,
+    the gain over the control (the same fine-tune unpruned, evaluated at keep 0.7, seed by seed) and the control's
+    own top-1 unpruned and at keep 0.7. None without fine-tunes."""
     if c.name not in proxy_finetunes.FINETUNED:
         return None
     runs = [proxy_finetunes.load(c, s)[0] for s in FINETUNE["seeds"]]
-    for run in runs:
+    controls = ([proxy_finetunes.load_control(c, s)[0] for s in FINETUNE["seeds"]] if proxy_finetunes.has_control(c)
+                else [])
+    for run in runs + controls:
         if not np.array_equal(run["labels"], arrays["labels"]):
             raise ValueError(f"{c.name}: a fine-tune was measured on other test images than the off-the-shelf cache")
     a = np.stack([(run["logits"].argmax(-1) == run["labels"]).astype(float) for run in runs])
     b = _correct(arrays, "fuse@0.7")[None]
     d = intervals.seed_image_bootstrap_diff(a, b, seed=seed)
     gain = 100 * d.estimate
-    return {"ft_gain@0.7": gain, "ft_gain@0.7_low": 100 * d.low, "ft_gain@0.7_high": 100 * d.high,
-            "ft_share_of_cost": 100 * gain / cost if cost > 0 else float("nan"), "ft_seeds": len(runs)}
+    out = {"ft_gain@0.7": gain, "ft_gain@0.7_low": 100 * d.low, "ft_gain@0.7_high": 100 * d.high,
+           "ft_share_of_cost": 100 * gain / cost if cost > 0 else float("nan"), "ft_seeds": len(runs)}
+    if controls:
+        at = {label: np.stack([_correct(run, label) for run in controls]) for label in ("unpruned", "fuse@0.7")}
+        over = intervals.seed_image_bootstrap_diff(a, at["fuse@0.7"], seed=seed)
+        out.update({"ft_gain_over_control@0.7": 100 * over.estimate,
+                    "ft_gain_over_control@0.7_low": 100 * over.low, "ft_gain_over_control@0.7_high": 100 * over.high,
+                    "control_top1": 100 * float(at["unpruned"].mean()),
+                    "control_top1@0.7": 100 * float(at["fuse@0.7"].mean())})
+    return out
+
+
+def check_k5(rows: list[dict[str, Any]], candidates: tuple[Candidate, ...]) -> None:
+    """Refuse to decide (:class:`~tokenprune.study.proxy.plan.K5Missing`) while a K5 that the pre-registered rule
+    asks for (:func:`~tokenprune.study.proxy.plan.k5_asked`, over ``rows`` measured in ``candidates`` order) is not
+    measured, naming the command that builds its fine-tunes."""
+    for role in plan.BARS:
+        measured = {r["candidate"]: r for r in rows if r["role"] == role and r.get("built", True)}
+        for name in plan.k5_asked(measured, role, candidates):
+            if measured[name].get("K5") is None:
+                c = next(c for c in candidates if c.name == name)
+                raise plan.K5Missing(
+                    f"{name}: the pre-registered rule asks for its K5 (it meets every other criterion of its role, or "
+                    f"is the fallback's next in line), which is not measured; build its fine-tunes with `python -m "
+                    f"tokenprune models --round {c.round} --only {name}` after adding it to finetunes.FINETUNED")
 
 
 def calibrate(profile: str = "default", seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, tuple]]:
@@ -128,42 +155,71 @@ def _measured(c: Candidate, profile: str, seed: int) -> Optional[dict[str, Any]]
     return m
 
 
-def round2_complete(rows: list[dict[str, Any]], role: str) -> bool:
-    """Whether round 2 is complete for ``role`` (:data:`tokenprune.training.proxy.round2.STOP_AT_FIRST`): its
-    candidates measured in order up to the first that meets every criterion, or all of them."""
-    from tokenprune.training.proxy import round2
+def _round(round: int) -> Any:
+    """The training layer's module of pre-registered round ``round`` (2 or 3)."""
+    import importlib
 
+    if round not in (2, 3):
+        raise ValueError(f"round: {round!r} not accepted; accepted: [2, 3]")
+    return importlib.import_module(f"tokenprune.training.proxy.round{round}")
+
+
+def round_complete(rows: list[dict[str, Any]], role: str, round: int = 2) -> bool:
+    """Whether round ``round`` is complete for ``role`` (its ``STOP_AT_FIRST``): its candidates measured in order up
+    to the first that meets every criterion, or all of them. A candidate its pre-registration builds only on a GPU
+    (``BUILT_ON``) and that is not built ends the round where it stands."""
+    mod = _round(round)
     by_name = {r["candidate"]: r for r in rows}
-    for c in (c for c in round2.CANDIDATES if c.role == role):
+    for c in (c for c in mod.CANDIDATES if c.role == role):
         row = by_name.get(c.name)
         if row is None or not row.get("built"):
-            return False
+            return getattr(mod, "BUILT_ON", {}).get(c.name) == "gpu" and _earlier_built(rows, mod, c)
         if all(row.get(k) is True for k in (cr.id for cr in plan.criteria_of(role))):
             return True
     return True
 
 
-def calibrate_round2(rounds1: list[dict[str, Any]], chosen1: dict[str, tuple], profile: str = "default",
-                     seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, tuple], dict[str, bool]]:
-    """Round 2's candidates measured as round 1's (a candidate not built yet: a row with ``built`` False and nothing
-    measured), and the choice of both rounds per role (:data:`tokenprune.training.proxy.round2.CHOICE`):
-    :func:`~tokenprune.study.proxy.plan.choose` over round 1's rows ``rounds1`` then round 2's once round 2 is
-    complete for the role (:func:`round2_complete`), else round 1's ``chosen1``. Returns ``(rows, {role: (name,
-    how)}, {role: complete})``."""
-    from tokenprune.training.proxy import round2
+def _earlier_built(rows: list[dict[str, Any]], mod: Any, c: Candidate) -> bool:
+    """Whether every candidate of ``c``'s role before ``c`` in round ``mod`` is built."""
+    built = {r["candidate"] for r in rows if r.get("built")}
+    earlier = [k for k in mod.CANDIDATES[:mod.CANDIDATES.index(c)] if k.role == c.role]
+    return all(k.name in built for k in earlier)
 
+
+def round2_complete(rows: list[dict[str, Any]], role: str) -> bool:
+    """:func:`round_complete` for round 2."""
+    return round_complete(rows, role, 2)
+
+
+def calibrate_round(round: int, prior_rows: list[dict[str, Any]], prior_choice: dict[str, tuple],
+                    prior_candidates: tuple[Candidate, ...], profile: str = "default",
+                    seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, tuple], dict[str, bool]]:
+    """Round ``round``'s candidates measured as round 1's (a candidate not built yet: a row with ``built`` False and
+    nothing measured), and the choice over the rounds so far per role (the round's ``CHOICE``):
+    :func:`~tokenprune.study.proxy.plan.choose` over ``prior_rows`` (of ``prior_candidates``, in order) then this
+    round's once it is complete for the role (:func:`round_complete`), else ``prior_choice``. Refuses
+    (:func:`check_k5`) while a K5 the rule asks for is missing. Returns ``(rows, {role: (name, how)},
+    {role: complete})``."""
+    mod = _round(round)
     rows = []
-    for c in round2.CANDIDATES:
+    for c in mod.CANDIDATES:
         m = _measured(c, profile, seed)
         rows.append({"candidate": c.name, "role": c.role, "tokens": c.tokens, "built": False} if m is None
                     else {**m, "built": True})
-    complete = {role: round2_complete(rows, role) for role in plan.BARS}
-    order = plan.CANDIDATES + round2.CANDIDATES
+    order = tuple(prior_candidates) + tuple(mod.CANDIDATES)
+    check_k5(prior_rows + rows, order)
+    complete = {role: round_complete(rows, role, round) for role in plan.BARS}
     chosen = {}
     for role in plan.BARS:
-        measured = {r["candidate"]: r for r in rounds1 + [r for r in rows if r["built"]] if r["role"] == role}
-        chosen[role] = plan.choose(measured, role, order) if complete[role] else chosen1[role]
+        measured = {r["candidate"]: r for r in prior_rows + [r for r in rows if r["built"]] if r["role"] == role}
+        chosen[role] = plan.choose(measured, role, order) if complete[role] else prior_choice[role]
     return rows, chosen, complete
+
+
+def calibrate_round2(rounds1: list[dict[str, Any]], chosen1: dict[str, tuple], profile: str = "default",
+                     seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, tuple], dict[str, bool]]:
+    """:func:`calibrate_round` for round 2, after round 1's rows ``rounds1`` and choice ``chosen1``."""
+    return calibrate_round(2, rounds1, chosen1, plan.CANDIDATES, profile, seed)
 
 
 def table(rows: list[dict[str, Any]], chosen: Optional[dict[str, tuple]] = None) -> pd.DataFrame:
@@ -212,17 +268,17 @@ def candidates_table(candidates: Optional[tuple[Candidate, ...]] = None) -> pd.D
     return pd.DataFrame(rows)
 
 
-def round2_status(profile: str = "default") -> pd.DataFrame:
-    """Round 2's candidates in build order, each with its planned budget
-    (:func:`tokenprune.training.proxy.round2.budget`) and what exists of it: its base model (a checkpoint whose
-    SHA-256 its sidecar records) and its off-the-shelf outputs. A candidate not built has no measurement and meets no
-    criterion; round 2 chooses nothing until its candidates are built in order."""
+def round_status(round: int = 2, profile: str = "default") -> pd.DataFrame:
+    """Round ``round``'s candidates in build order, each with its planned budget (the round's ``budget()``) and what
+    exists of it: its base model (a checkpoint whose SHA-256 its sidecar records) and its off-the-shelf outputs. A
+    candidate not built has no measurement and meets no criterion; the round chooses nothing until its candidates are
+    built in order."""
     from tokenprune.training import checkpoints
-    from tokenprune.training.proxy import round2
 
+    mod = _round(round)
     rows = []
-    for c, planned in zip(round2.CANDIDATES, round2.budget()):
-        recipe = round2.candidate_recipe(c)
+    for c, planned in zip(mod.CANDIDATES, mod.budget()):
+        recipe = mod.candidate_recipe(c)
         pt, meta = checkpoints.checkpoint_paths(recipe, checkpoints.checkpoint_dir(profile))
         try:
             checkpoints.verify_checkpoint(pt, meta)
@@ -231,6 +287,11 @@ def round2_status(profile: str = "default") -> pd.DataFrame:
             built = "not built"
         rows.append({**planned, "base_model": built, "recipe_hash": recipe.recipe_hash()})
     return pd.DataFrame(rows)
+
+
+def round2_status(profile: str = "default") -> pd.DataFrame:
+    """:func:`round_status` for round 2."""
+    return round_status(2, profile)
 
 
 def cost_figure(rows: list[dict[str, Any]]) -> Any:
