@@ -122,3 +122,18 @@ def test_round3_ends_at_its_first_candidate_on_a_cpu_when_the_second_is_left_to_
     assert calibration.round_complete([{**missed, "K6": True}], "classification", 3)
     with pytest.raises(ValueError, match="round"):
         calibration.round_complete([], "classification", 4)
+
+
+def test_k6_is_one_measurement_read_by_notebook_00_and_by_the_audits_premise():
+    from tokenprune.study.proxy import calibration
+    from tokenprune.training.proxy import outputs as po
+
+    c = next(c for c in round2.CANDIDATES if c.name == "s14d_fmnist112")
+    nb00 = calibration.measurements(c, po.load(c)[0])
+    k6 = chosen.k6_measurement(c.name)
+    assert (k6["top1"], k6["low"], k6["high"]) == (nb00["top1"], nb00["top1_low"], nb00["top1_high"])
+    premise = chosen.bar_premise(c.name, "classification")
+    assert premise.holds is (nb00["top1"] >= plan.BARS["classification"])
+    assert f"{nb00['top1']:.2f}" in premise.detail
+    assert chosen.k6_measurement("vit_s14_fmnist_ft") is None          # not a candidate: its sidecar decides
+    assert chosen.k6_measurement("s14d_fmnist112_smoke") is None

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "AUDIT_MODEL", "start",
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
-           "proxy_premise", "bar_premise", "proxy_premises", "fallback_limitation", "band_sides", "against_deit",
-           "distance_factor", "sensitivity_of"]
+           "proxy_premise", "bar_premise", "k6_measurement", "proxy_premises", "fallback_limitation", "band_sides",
+           "against_deit", "distance_factor", "sensitivity_of"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap",
@@ -252,24 +252,52 @@ def sensitivity_of(name: str) -> Optional[float]:
     return None if m is None else plan.sensitivity(m["tome_cost"])
 
 
+@functools.lru_cache(maxsize=None)
+def k6_measurement(name: str) -> Optional[dict[str, Any]]:
+    """K6's one measurement of the pre-registered candidate ``name``: its top-1 (%) with its 95 % interval on the
+    candidate's test images, as notebook 00 measures it from the cached off-the-shelf outputs
+    (:func:`tokenprune.study.proxy.calibration.measurements`); None for a model that is not a candidate, a smoke model,
+    or a candidate whose outputs are not built."""
+    from tokenprune.study.proxy import calibration as proxy_calibration
+    from tokenprune.training.proxy import outputs as proxy_outputs
+
+    c = _candidate(name)
+    if c is None or name != c.name:
+        return None
+    try:
+        arrays, _ = proxy_outputs.load(c)
+    except checkpoints.CheckpointMissingError:
+        return None
+    m = proxy_calibration.measurements(c, arrays)
+    return {"top1": m["top1"], "low": m["top1_low"], "high": m["top1_high"], "n": m["test_images"]}
+
+
 def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = None) -> "verdicts.Premise":
-    """K6 as a premise of the claims measured on the base model ``name``: its test top-1 (from its checkpoint's
-    sidecar, on the recipe's full test split) reaches the bar of its ``role`` (default: the candidate's own role;
-    :data:`tokenprune.study.proxy.plan.BARS`). A smoke model is judged as such and says so (its bar cannot be met in
-    a few steps). ``label`` is the premise's name (default :data:`PROXY_BAR` for a classification model,
-    :data:`FINE_GRAINED_BAR` else). On a role's fallback proxy the premise carries :func:`fallback_limitation`."""
+    """K6 as a premise of the claims measured on the base model ``name``: its test top-1 reaches the bar of its
+    ``role`` (default: the candidate's own role; :data:`tokenprune.study.proxy.plan.BARS`). For a pre-registered
+    candidate the top-1 is notebook 00's K6 measurement (:func:`k6_measurement`), so that notebook 00 and the audits
+    read one number; for any other model, its checkpoint's sidecar (the recipe's test split). A smoke model is judged
+    as such and says so (its bar cannot be met in a few steps). ``label`` is the premise's name (default
+    :data:`PROXY_BAR` for a classification model, :data:`FINE_GRAINED_BAR` else). On a role's fallback proxy the
+    premise carries :func:`fallback_limitation`."""
     from tokenprune.study import verdicts
 
     role = role or _role(name)
-    prof, recipe = model_recipes.find_recipe(name)
-    if prof == "smoke":  # smoke models are trained where missing (seconds), as the notebooks that use them do
-        tp_models.load_base_model(name, train_if_missing=True, progress=False)
-    info = checkpoints.verify_checkpoint(*checkpoints.checkpoint_paths(recipe, checkpoints.checkpoint_dir(prof)))
-    t = info["test"]
-    top1, (lo, hi) = 100 * t["accuracy"], (100 * t["ci95"][0], 100 * t["ci95"][1])
+    k6 = k6_measurement(name)
+    if k6 is not None:
+        top1, lo, hi, where = k6["top1"], k6["low"], k6["high"], f"notebook 00's K6, {k6['n']} test images"
+    else:
+        prof, recipe = model_recipes.find_recipe(name)
+        if prof == "smoke":  # smoke models are trained where missing (seconds), as the notebooks that use them do
+            tp_models.load_base_model(name, train_if_missing=True, progress=False)
+        info = checkpoints.verify_checkpoint(*checkpoints.checkpoint_paths(recipe, checkpoints.checkpoint_dir(prof)))
+        t = info["test"]
+        top1, lo, hi = 100 * t["accuracy"], 100 * t["ci95"][0], 100 * t["ci95"][1]
+        where = f"{t['n']} test images"
     label = label or (PROXY_BAR if role == "classification" else FINE_GRAINED_BAR)
     bar = plan.BARS[role]
-    return verdicts.Premise(label, bool(top1 >= bar), f"{name}: {top1:.2f} % [{lo:.2f}, {hi:.2f}] top-1, bar {bar:g} %",
+    return verdicts.Premise(label, bool(top1 >= bar),
+                            f"{name}: {top1:.2f} % [{lo:.2f}, {hi:.2f}] top-1 ({where}), bar {bar:g} %",
                             limitation=fallback_limitation(name))
 
 
