@@ -8,8 +8,9 @@ A scorer declares what it needs (``needs``) so the block computes only that: the
 row costs O(N d) per head, the full N x N attention map costs O(N^2 d) and is materialised only
 for scorers that ask for it (``tokens_to_tokens``).
 
-Selection is made by :func:`select_topk` with a stable sort, so ties go to the lower token index
-(this matters for ``attention_variance_eq6``, which scores every token 0).
+Selection is made by :func:`select_topk` in the order of a stable descending sort, so ties go to the lower token
+index (this matters for ``attention_variance_eq6``, which scores every token 0); :func:`descending_order` builds that
+order from ``torch.topk``, which exports to ONNX and compiles.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ __all__ = [
     "register_scorer",
     "get_scorer",
     "scorer_names",
+    "descending_order",
     "select_topk",
     "check_needs",
     "require_field",
@@ -129,6 +131,24 @@ def get_scorer(name: str | ScorerSpec) -> ScorerSpec:
     if name not in SCORERS:
         raise ValueError(f"scorer: unknown name {name!r}; accepted: {scorer_names()}")
     return SCORERS[name]
+
+
+def descending_order(scores: torch.Tensor) -> torch.Tensor:
+    """Indices that order ``scores`` (``[..., N]``) by descending value along the last dimension, ties to the lower
+    index: the same indices as ``torch.sort(scores, dim=-1, descending=True, stable=True).indices`` on every input
+    (NaN first, as the sort puts it; -0.0 ties with 0.0), from ops that export to ONNX (a stable sort does not).
+
+    ``torch.topk`` orders the values, with ties in whatever order its kernel gives; ``run`` counts the distinct
+    values before each position, so ``run * N + index`` is a distinct integer per token whose ascending order
+    is (descending value, ascending index), and a second ``torch.topk`` on it has no ties to break.
+    """
+    n = scores.shape[-1]
+    values, index = torch.topk(scores, n, dim=-1)
+    before, after = values[..., :-1], values[..., 1:]
+    starts = (after < before) | (before.isnan() & ~after.isnan())  # a new run of equal values begins
+    run = torch.cat([torch.zeros_like(index[..., :1]), starts.long().cumsum(-1)], -1)
+    key = torch.topk(run * n + index, n, dim=-1, largest=False).values
+    return key - run * n
 
 
 def select_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
