@@ -154,10 +154,10 @@ def descending_order(scores: torch.Tensor) -> torch.Tensor:
 def select_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Indices of the ``k`` highest scores and of the rest, each ordered by descending score.
 
-    A stable sort decides ties in favour of the lower token index, so a constant score keeps the
-    first ``k`` tokens in raster order. Returns ``(keep_idx [B, k], rest_idx [B, N - k])``.
+    Ties go to the lower token index (the order of a stable sort, :func:`descending_order`), so a constant score
+    keeps the first ``k`` tokens in raster order. Returns ``(keep_idx [B, k], rest_idx [B, N - k])``.
     """
-    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    order = descending_order(scores)
     return order[:, :k], order[:, k:]
 
 
