@@ -1,6 +1,7 @@
 """A patched model outside eager PyTorch: its ONNX export (tokenprune.export_onnx) computes what the eager model
 computes on ONNX Runtime, at another batch and on other images than it was traced on, and what cannot export is
-refused before anything is written."""
+refused before anything is written; torch.compile sees the whole pruning forward pass as one graph (no graph break,
+so ``fullgraph=True`` compiles it) and gives the eager logits."""
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -13,12 +14,13 @@ from tokenprune.utils.io import InputError
 
 IMG = 64  # a 3-block ViT-Ti at 64 px: 16 patch tokens, reduced after blocks 2 and 3
 
-#: EViT with fusion, ToMe (proportional attention), BAT, and a scorer that ties every token (Eq. 6 as printed is 0),
-#: whose tie-break an exported graph must reproduce
+#: EViT with fusion, ToMe (proportional attention), BAT, the variance scorer with its fusion, and a scorer that ties
+#: every token (Eq. 6 as printed is 0), whose tie-break an exported graph must reproduce
 METHODS = {
     "evit": dict(keep_rate=0.7),
     "tome": dict(keep_rate=0.7, reducer="bipartite", prop_attn=True),
     "bat": dict(keep_rate=0.5, reducer="merge_dpcknn"),  # 8 inattentive tokens into 4 clusters
+    "variance": dict(keep_rate=0.7, scorer="attention_variance", reducer="fuse_softmax"),
     "ties": dict(keep_rate=0.7, scorer="attention_variance_eq6", reducer="drop"),
 }
 
@@ -92,3 +94,17 @@ def test_an_export_that_differs_from_eager_is_not_written(monkeypatch, tmp_path)
     with pytest.raises(RuntimeError):
         export_onnx(_patched(), tmp_path / "m.onnx")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["evit", "tome", "variance"])
+def test_patched_model_compiles_as_one_graph_and_gives_the_eager_logits(method):
+    model, x = _patched(method), _images(2, seed=1)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explained = torch._dynamo.explain(model)(x)
+        assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+        eager = model(x)
+        with torch._inductor.config.patch(compile_threads=1):  # inductor's C++ compiled in this process alone
+            compiled = torch.compile(model, fullgraph=True, dynamic=False)(x)
+    assert (compiled - eager).abs().max() <= 1e-5 * eager.abs().max()
