@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from tokenprune.core.scorers import SCORERS, TokenContext, descending_order, get_scorer, select_topk
+from tokenprune.core.scorers import SCORERS, TokenContext, get_scorer, select_topk, topk_descending_order
 
 
 def _ctx(B=3, H=6, N=17, p=1, seed=0):
@@ -49,7 +49,7 @@ def _tied_scores(g: torch.Generator, shape: tuple, levels: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
-def test_descending_order_is_the_stable_sort_on_ties(dtype):
+def test_the_order_an_onnx_export_traces_is_the_stable_sort_on_ties(dtype):
     g = torch.Generator().manual_seed(0)
     tied_rows = rows = 0
     for _ in range(300):
@@ -57,7 +57,7 @@ def test_descending_order_is_the_stable_sort_on_ties(dtype):
         shape = (int(torch.randint(1, 5, (1,), generator=g)), n) if torch.rand(1, generator=g) < 0.7 else (2, 3, n)
         s = _tied_scores(g, shape, int(torch.randint(1, 7, (1,), generator=g))).to(dtype)
         want = torch.sort(s, dim=-1, descending=True, stable=True).indices
-        assert torch.equal(descending_order(s), want), (shape, s)
+        assert torch.equal(topk_descending_order(s), want), (shape, s)
         flat = s.reshape(-1, n).float().nan_to_num(nan=7.0)
         tied_rows += sum(len(torch.unique(r)) < n for r in flat)
         rows += flat.shape[0]
