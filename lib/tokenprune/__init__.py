@@ -8,6 +8,7 @@ The public API::
     model.keep_rate = 0.5                             # the one knob
     tokenprune.analytic_macs(model).total             # MACs of what the model computes
     tokenprune.prune_state(model).token_counts        # tokens leaving each block in the last forward pass
+    tokenprune.export_onnx(model, "model.onnx")       # ONNX, checked against the eager model on ONNX Runtime
 
 Packages by role, imports pointing down only: ``utils`` (I/O, provenance) < ``core`` (the patch, the
 scorer and reducer registries, schedules, precision) < ``methods`` (one module per paper's method,
@@ -23,6 +24,7 @@ from tokenprune.core.schedule import EVIT_LOCATIONS, Schedule
 from tokenprune import methods  # noqa: F401  (registers the methods' scorers and reducers)
 from tokenprune.measure.macs import MacCount, analytic_macs, keep_rate_for_macs, measured_macs
 from tokenprune.measure.throughput import BenchResult, benchmark
+from tokenprune.measure.export import OnnxExport, export_onnx
 
 __all__ = [
     "patch",
@@ -43,4 +45,6 @@ __all__ = [
     "keep_rate_for_macs",
     "BenchResult",
     "benchmark",
+    "OnnxExport",
+    "export_onnx",
 ]

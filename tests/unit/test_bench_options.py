@@ -83,14 +83,28 @@ def test_bf16_runs_where_native(monkeypatch, capsys):
     assert {r["dtype"] for r in rows} == {"bf16"} and "--force-bf16" not in capsys.readouterr().out
 
 
-def test_compile_adds_compiled_rows_at_batch_1_only(monkeypatch, capsys):
-    compiled = []
+def test_compile_times_eager_and_compiled_in_one_run_at_every_batch(monkeypatch, capsys):
+    compiled, runs = [], []
     monkeypatch.setattr(torch, "compile", lambda m, **kw: compiled.append(kw) or m)  # the rows' plumbing, not inductor
-    rows = B.main(TINY[:2] + ["--batch", "1", "2", "--rounds", "1", "--iters", "1", "--warmup", "0",
-                              "--keep", "1.0", "0.7", "--tome-r", "13", "--compile"])
-    assert [(r["batch"], r["compiled"]) for r in rows] == [(1, False)] * 3 + [(1, True)] * 3 + [(2, False)] * 3
-    assert compiled == [{"dynamic": False}] * 3  # ours: the baseline, EViT, ToMe, each at its own static shapes
-    assert "\n| fp32 | 1 compiled |" in capsys.readouterr().out
+    timed = B.benchmark
+    monkeypatch.setattr(B, "benchmark", lambda models, **kw: runs.append((kw["batch"], sorted(models)))
+                        or timed(models, **kw))
+    rows = B.main(TINY[:2] + ["--img-size", "112", "--batch", "1", "2", "--rounds", "1", "--iters", "1", "--warmup",
+                              "0", "--keep", "1.0", "0.7", "--tome-r", "13", "--compile"])
+    assert [(r["batch"], r["compiled"]) for r in rows] == [(1, False)] * 3 + [(1, True)] * 3 + [(2, False)] * 3 + \
+        [(2, True)] * 3
+    assert compiled == [{"dynamic": False}] * 6  # ours (the baseline, EViT, ToMe) at each batch's static shapes
+    ours = ["keep=0.7", "keep=1", "tome r=13"]
+    for batch in (1, 2):  # each batch's timed run holds both: eager and compiled in the same interleaved rounds
+        assert (batch, sorted(ours + [c + B.COMPILED for c in ours])) in runs
+    for r in rows:
+        assert ("compiled_over_eager" in r) == r["compiled"] == ("eager_img_per_s" in r)
+        if r["compiled"]:
+            assert r["compiled_over_eager_low"] <= r["compiled_over_eager"] <= r["compiled_over_eager_high"]
+            assert r["eager_img_per_s"] > 0
+    summary = capsys.readouterr().out.split("\n|")[1:]
+    assert [line.split(" | ")[1] for line in summary[2:]] == ["1", "1 compiled", "2", "2 compiled"]
+    assert all(line.count(" | ") == summary[0].count(" | ") for line in summary[2:])  # a cell under every column
 
 
 def test_compile_failure_is_printed_not_raised(monkeypatch, capsys):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from tokenprune.core.scorers import SCORERS, TokenContext, get_scorer, select_topk
+from tokenprune.core.scorers import SCORERS, TokenContext, get_scorer, select_topk, topk_descending_order
 
 
 def _ctx(B=3, H=6, N=17, p=1, seed=0):
@@ -34,6 +34,34 @@ def test_ties_go_to_lower_index():
     keep, rest = select_topk(torch.zeros(2, 10), 4)
     assert keep.tolist() == [[0, 1, 2, 3]] * 2
     assert rest.tolist() == [[4, 5, 6, 7, 8, 9]] * 2
+
+
+def _tied_scores(g: torch.Generator, shape: tuple, levels: int) -> torch.Tensor:
+    """Scores drawn from ``levels`` values, so most rows hold long runs of exact ties; a third of the draws also
+    hold NaN, -inf, inf and both zeros."""
+    values = torch.tensor([0.5, -0.25, 1.0, 0.0, 3.0, -2.0])[:levels]
+    s = values[torch.randint(0, levels, shape, generator=g)]
+    if torch.rand(1, generator=g) < 1 / 3:
+        special = torch.tensor([float("nan"), -float("inf"), float("inf"), -0.0, 0.0])
+        mask = torch.rand(shape, generator=g) < 0.2
+        s[mask] = special[torch.randint(0, len(special), shape, generator=g)][mask]
+    return s
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_the_order_an_onnx_export_traces_is_the_stable_sort_on_ties(dtype):
+    g = torch.Generator().manual_seed(0)
+    tied_rows = rows = 0
+    for _ in range(300):
+        n = int(torch.randint(1, 260, (1,), generator=g))
+        shape = (int(torch.randint(1, 5, (1,), generator=g)), n) if torch.rand(1, generator=g) < 0.7 else (2, 3, n)
+        s = _tied_scores(g, shape, int(torch.randint(1, 7, (1,), generator=g))).to(dtype)
+        want = torch.sort(s, dim=-1, descending=True, stable=True).indices
+        assert torch.equal(topk_descending_order(s), want), (shape, s)
+        flat = s.reshape(-1, n).float().nan_to_num(nan=7.0)
+        tied_rows += sum(len(torch.unique(r)) < n for r in flat)
+        rows += flat.shape[0]
+    assert tied_rows > 0.9 * rows   # the inputs are mostly ties: the tie-break is what is compared
 
 
 def test_medad_uses_lower_median_for_even_heads():

@@ -8,8 +8,10 @@ A scorer declares what it needs (``needs``) so the block computes only that: the
 row costs O(N d) per head, the full N x N attention map costs O(N^2 d) and is materialised only
 for scorers that ask for it (``tokens_to_tokens``).
 
-Selection is made by :func:`select_topk` with a stable sort, so ties go to the lower token index
-(this matters for ``attention_variance_eq6``, which scores every token 0).
+Selection is made by :func:`select_topk` in the order of a stable descending sort, so ties go to the lower token
+index (this matters for ``attention_variance_eq6``, which scores every token 0); while a model is exported to ONNX,
+which has no stable sort, :func:`descending_order` builds the same order from ``torch.topk``
+(:func:`topk_descending_order`).
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ __all__ = [
     "register_scorer",
     "get_scorer",
     "scorer_names",
+    "descending_order",
+    "topk_descending_order",
     "select_topk",
     "check_needs",
     "require_field",
@@ -131,13 +135,40 @@ def get_scorer(name: str | ScorerSpec) -> ScorerSpec:
     return SCORERS[name]
 
 
+def descending_order(scores: torch.Tensor) -> torch.Tensor:
+    """Indices that order ``scores`` (``[..., N]``) by descending value along the last dimension, ties to the lower
+    index: ``torch.sort(scores, dim=-1, descending=True, stable=True).indices``, one kernel, in eager runs and under
+    ``torch.compile``; while exporting to ONNX, whose exporters translate no stable sort, the same indices from
+    :func:`topk_descending_order` (about ten more kernels per ranking, which batch-1 runs would pay)."""
+    if torch.onnx.is_in_onnx_export():
+        return topk_descending_order(scores)
+    return torch.sort(scores, dim=-1, descending=True, stable=True).indices
+
+
+def topk_descending_order(scores: torch.Tensor) -> torch.Tensor:
+    """The indices of :func:`descending_order` from ops that export to ONNX: the same as ``torch.sort(scores, dim=-1,
+    descending=True, stable=True).indices`` on every input (NaN first, as the sort puts it; -0.0 ties with 0.0).
+
+    ``torch.topk`` orders the values, with ties in whatever order its kernel gives; ``run`` counts the distinct
+    values before each position, so ``run * N + index`` is a distinct integer per token whose ascending order
+    is (descending value, ascending index), and a second ``torch.topk`` on it has no ties to break.
+    """
+    n = scores.shape[-1]
+    values, index = torch.topk(scores, n, dim=-1)
+    before, after = values[..., :-1], values[..., 1:]
+    starts = (after < before) | (before.isnan() & ~after.isnan())  # a new run of equal values begins
+    run = torch.cat([torch.zeros_like(index[..., :1]), starts.long().cumsum(-1)], -1)
+    key = torch.topk(run * n + index, n, dim=-1, largest=False).values
+    return key - run * n
+
+
 def select_topk(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Indices of the ``k`` highest scores and of the rest, each ordered by descending score.
 
-    A stable sort decides ties in favour of the lower token index, so a constant score keeps the
-    first ``k`` tokens in raster order. Returns ``(keep_idx [B, k], rest_idx [B, N - k])``.
+    Ties go to the lower token index (a stable sort's order, :func:`descending_order`), so a constant score
+    keeps the first ``k`` tokens in raster order. Returns ``(keep_idx [B, k], rest_idx [B, N - k])``.
     """
-    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    order = descending_order(scores)
     return order[:, :k], order[:, k:]
 
 

@@ -4,7 +4,9 @@ Our models (the unpruned baseline included) use the attention kernel that
 :func:`tokenprune.core.precision.attention_kernel` picks for the device and dtype; bf16 is timed only where the
 device computes it natively (:func:`tokenprune.core.precision.native_bf16`). With ``--official-evit`` /
 ``--official-tome`` the official code, run from the user's checkout and checked to give our logits first, is timed
-in the same interleaved rounds (:func:`tokenprune.measure.throughput.benchmark`).
+in the same interleaved rounds (:func:`tokenprune.measure.throughput.benchmark`). With ``--compile`` our models
+compiled by ``torch.compile`` are timed in the same rounds as the eager ones, at every batch, and each compiled row
+carries its speed over the eager model's (compiled / eager).
 
 Usage::
 
@@ -112,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "as the official "
                          "code computes, for bf16 on a CPU without AMX; timm's fused kernel otherwise)")
     ap.add_argument("--compile", action="store_true",
-                    help="at batch 1 also time our models compiled by torch.compile (one more interleaved run) and "
-                         "print their speedup / MAC ratio beside the eager one (or why compiling failed)")
+                    help="at every batch also time our models compiled by torch.compile, in the same interleaved "
+                         "run as the eager ones, and print their speedup / MAC ratio and compiled / eager (or why "
+                         "compiling failed)")
     ap.add_argument("--targets", action="store_true",
                     help="print whether each row meets the speed targets: speedup / MAC ratio (median) >= "
                          f"{SPEEDUP_PER_MAC_TARGET['other']} ({SPEEDUP_PER_MAC_TARGET[1]} at batch 1) and, with an "
@@ -261,16 +264,27 @@ def _set_kernel(ms: _Models, args, dtype: str) -> str:
     return kernel
 
 
-def _compiled(ms: _Models) -> tuple[Optional[dict], str]:
-    """Our models wrapped by ``torch.compile`` (compiled at their first, untimed call), or None and why not.
-    ``dynamic=False``: our models share the pruning block's code with other token counts, which would otherwise
-    make torch mark the token dimension dynamic, and inductor's symbolic indexing of ToMe's twelve chained merges
-    then ran for over 20 minutes on DeiT-S. The official models are not compiled: the speedup / MAC ratio needs
-    ours alone, and each compilation of DeiT-S takes one to several minutes on a 2-core CPU."""
+#: the label suffix of a compiled model in a run (its rows keep the eager label, with ``compiled`` true)
+COMPILED = " compiled"
+
+
+def _compiled(ms: _Models, args, dtype: str, batch: int) -> tuple[dict, str]:
+    """Our models wrapped by ``torch.compile`` and compiled for this run's batch and dtype (an untimed pass of
+    :func:`benchmark`), labelled with :data:`COMPILED`; or none and why not (one line). torch's compiled code is
+    reset first, so that each run compiles its own models instead of reaching torch's limit of recompilations
+    per function (past it, torch would run the eager code unannounced). ``dynamic=False``: our models share the
+    pruning block's code with other token counts, which would otherwise make torch mark the token dimension
+    dynamic, and inductor's symbolic indexing of ToMe's twelve chained merges then ran for over 20 minutes on
+    DeiT-S. The official models are not compiled: each compilation of DeiT-S takes one to several minutes on a
+    2-core CPU."""
+    torch._dynamo.reset()
     try:
-        return {k: torch.compile(ms.models[k], dynamic=False) for k in ms.ours}, ""
-    except Exception as e:  # torch.compile refuses up front on unsupported platforms
-        return None, f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        compiled = {k + COMPILED: torch.compile(ms.models[k], dynamic=False) for k in ms.ours}
+        benchmark(compiled, batch=batch, img_size=ms.img_size, dtype=dtype, device=args.device, warmup=1, rounds=1,
+                  iters_per_round=1)
+    except Exception as e:  # noqa: BLE001 - a missing compiler, an unsupported op or platform: said, not raised
+        return {}, f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    return compiled, ""
 
 
 def _run(ms: _Models, models: dict, args, dtype: str, batch: int, warmup: int) -> list[BenchResult]:
@@ -281,13 +295,16 @@ def _run(ms: _Models, models: dict, args, dtype: str, batch: int, warmup: int) -
 
 
 def _rows(ms: _Models, res: list[BenchResult], args, dtype: str, batch: int, kernel: str, compiled: bool) -> list[dict]:
-    """One row per configuration of ours: img/s, speedup over the baseline, MAC ratio, their quotient, and ours /
-    official where paired, each with its 95 % bootstrap interval over the rounds, and the run's load."""
+    """One row per configuration of ours, eager or ``compiled``: img/s, speedup over the baseline (compiled too), MAC
+    ratio, their quotient, and ours / official where paired (eager) or compiled / eager, each with its 95 % bootstrap
+    interval over the rounds, and the run's load."""
+    suffix = COMPILED if compiled else ""
     by_label = {b.label: b for b in res}
-    table = {row["config"]: row for row in speedup_table(res, ms.macs, baseline=ms.baseline)}
+    macs = {**ms.macs, **{k + COMPILED: ms.macs[k] for k in ms.ours}}
+    table = {row["config"]: row for row in speedup_table(res, macs, baseline=ms.baseline + suffix)}
     rows = []
     for label in ms.ours:
-        row, b = table[label], by_label[label]
+        row, b = table[label + suffix], by_label[label + suffix]
         mac_ratio = row["mac_ratio"]
         out = {"model": args.model, "config": label,
                "keep_rate": float(label[len("keep="):]) if label.startswith("keep=") else None,
@@ -298,10 +315,11 @@ def _rows(ms: _Models, res: list[BenchResult], args, dtype: str, batch: int, ker
                "speedup_over_mac_ratio_high": row["speedup_high"] / mac_ratio,
                **{k: v for k, v in b.as_dict().items() if k not in ("label", "img_per_s")},
                **{k: row[k] for k in LOAD_COLUMNS}}
-        if ms.pairs.get(label) in by_label:
-            vs = next(x for x in speedup_table(res, ms.macs, baseline=ms.pairs[label]) if x["config"] == label)
-            out.update(official_img_per_s=by_label[ms.pairs[label]].img_per_s, ours_over_official=vs["speedup"],
-                       ours_over_official_low=vs["speedup_low"], ours_over_official_high=vs["speedup_high"])
+        other, key = (label, "compiled_over_eager") if compiled else (ms.pairs.get(label), "ours_over_official")
+        if other in by_label:
+            vs = next(x for x in speedup_table(res, macs, baseline=other) if x["config"] == label + suffix)
+            out.update({f"{'eager' if compiled else 'official'}_img_per_s": by_label[other].img_per_s,
+                        key: vs["speedup"], f"{key}_low": vs["speedup_low"], f"{key}_high": vs["speedup_high"]})
         if args.targets and label != ms.baseline:
             out["targets_met"] = (row["speedup_over_mac_ratio"] >= _target(batch)
                                   and out.get("ours_over_official", 1.0) >= OURS_OVER_OFFICIAL_TARGET)
@@ -310,31 +328,35 @@ def _rows(ms: _Models, res: list[BenchResult], args, dtype: str, batch: int, ker
 
 
 def _print_run(rows: list[dict], res: list[BenchResult], args, paired: bool) -> None:
-    """The detailed table of one interleaved run, then its load warnings."""
+    """The detailed table of our eager or our compiled models in one interleaved run, then the run's load warnings
+    (printed once, after the eager table). An eager table carries ours / official where paired, a compiled one
+    compiled / eager."""
     first = rows[0]
     base = res[0].extra
+    ratio = "compiled_over_eager" if first["compiled"] else "ours_over_official" if paired else ""
     print(f"## {first['dtype']}, batch {first['batch']}{', torch.compile' if first['compiled'] else ''}, "
           f"{first['attention']} attention: load average {base['load_before']:.2f} before, {base['load_after']:.2f} "
           f"after; other processes {_fmt_other(base.get('other_cores'))} cores")
     print(f"{'dtype':<5} {'batch':>5} {'config':>11} {'GMACs':>6} {'img/s':>8} "
           f"{'speedup [95 % CI]':>24} {'MAC ratio':>9} "
-          f"{'speedup/MAC ratio [95 % CI]':>28}" + (f" {'ours/official [95 % CI]':>26}" if paired else "")
+          f"{'speedup/MAC ratio [95 % CI]':>28}"
+          + (f" {ratio.replace('_over_', '/') + ' [95 % CI]':>26}" if ratio else "")
           + (f" {'targets':>8}" if args.targets else ""))
     for o in rows:
         line = (f"{o['dtype']:<5} {o['batch']:>5} {o['config']:>11} {o['gmacs']:>6.2f} {o['img_per_s']:>8.1f} "
                 f"{o['speedup']:>8.3f} [{o['speedup_low']:.3f}, {o['speedup_high']:.3f}] {o['mac_ratio']:>9.3f} "
                 f"{o['speedup_over_mac_ratio']:>12.3f} [{o['speedup_over_mac_ratio_low']:.3f}, "
                 f"{o['speedup_over_mac_ratio_high']:.3f}]")
-        if "ours_over_official" in o:
-            line += (f" {o['ours_over_official']:>10.3f} [{o['ours_over_official_low']:.3f}, "
-                     f"{o['ours_over_official_high']:.3f}]")
-        elif paired:
+        if ratio in o:
+            line += f" {o[ratio]:>10.3f} [{o[ratio + '_low']:.3f}, {o[ratio + '_high']:.3f}]"
+        elif ratio:
             line += f" {'':>26}"
         if "targets_met" in o:
             line += f" {'met' if o['targets_met'] else 'MISSED':>8}"
         print(line)
-    for w in load_warnings(res):
-        print(f"WARNING: {w}")
+    if not first["compiled"]:
+        for w in load_warnings(res):
+            print(f"WARNING: {w}")
 
 
 def _cell(o: dict, key: str) -> str:
@@ -345,11 +367,14 @@ def _cell(o: dict, key: str) -> str:
 
 def _print_summary(rows: list[dict], ms: _Models) -> None:
     """One Markdown table of every run: unpruned img/s, then per configuration of ours its speedup / MAC ratio and
-    ours / official (medians of the per-round ratios with their 95 % intervals)."""
+    ours / official, and with compiled rows each configuration's compiled / eager (medians of the per-round ratios
+    with their 95 % intervals)."""
     configs = [c for c in ms.ours if c != ms.baseline]
+    compiled_any = any(o["compiled"] for o in rows)
     head = ["dtype", "batch", "attention", f"{ms.baseline} img/s"]
     for c in configs:
         head += [f"{c}: speedup / MAC ratio"] + ([f"{c}: ours / official"] if c in ms.pairs else [])
+    head += [f"{c}: compiled / eager" for c in ms.ours if compiled_any]
     print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     runs: dict[tuple, dict] = {}
     for o in rows:
@@ -360,13 +385,14 @@ def _print_summary(rows: list[dict], ms: _Models) -> None:
         for c in configs:
             cells += [_cell(by[c], "speedup_over_mac_ratio")] + ([_cell(by[c], "ours_over_official") or "-"]
                                                                  if c in ms.pairs else [])
+        cells += [_cell(by[c], "compiled_over_eager") or "-" for c in ms.ours if compiled_any]
         print("| " + " | ".join(cells) + " |")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     """Print model, configuration, MACs, img/s, speedup with its interval and speedup / MAC ratio, measured side by
-    side (one interleaved run per batch and dtype; with --official-evit / --official-tome, the official EViT / ToMe
-    in the same run), then one summary table of every run."""
+    side (one interleaved run per batch and dtype; with --official-evit / --official-tome, the official EViT / ToMe,
+    and with --compile our compiled models, in the same run), then one summary table of every run."""
     ap = build_parser()
     args = ap.parse_args(argv)
     with input_checks():   # before any model is built or any file written
@@ -385,20 +411,12 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     for dtype in _dtypes_to_run(args):
         kernel = _set_kernel(ms, args, dtype)
         for batch in args.batch:
-            res = _run(ms, ms.models, args, dtype, batch, args.warmup)
-            rows += (run := _rows(ms, res, args, dtype, batch, kernel, compiled=False))
-            _print_run(run, res, args, bool(ms.pairs))
-            if args.compile and batch == 1:
-                compiled, why = _compiled(ms)
-                try:
-                    res = None if compiled is None else _run(ms, compiled, args, dtype, batch, max(2, args.warmup))
-                except Exception as e:  # compiling happens at the first call: a missing compiler, an unsupported op
-                    why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-                    res = None
-                if res is None:
-                    print(f"torch.compile: not timed ({dtype}, batch 1): {why}")
-                    continue
-                rows += (run := _rows(ms, res, args, dtype, batch, kernel, compiled=True))
+            compiled, why = _compiled(ms, args, dtype, batch) if args.compile else ({}, "")
+            if why:
+                print(f"torch.compile: not timed ({dtype}, batch {batch}): {why}")
+            res = _run(ms, {**ms.models, **compiled}, args, dtype, batch, args.warmup)
+            for as_compiled in ([False, True] if compiled else [False]):
+                rows += (run := _rows(ms, res, args, dtype, batch, kernel, compiled=as_compiled))
                 _print_run(run, res, args, bool(ms.pairs))
     if rows:
         _print_summary(rows, ms)

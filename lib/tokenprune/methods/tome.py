@@ -14,9 +14,10 @@ Bipartite soft matching as its authors wrote it (facebookresearch/ToMe, ``tome/m
   distillation token, whose b column is set to -inf). With one prefix token and ``n`` patch tokens this is
   ``n // 2`` -- the a-set holds ``(n + 2) // 2`` tokens of which one is [CLS].
 
-Differences, stated: ToMe's ``argsort`` is not stable; here a stable descending sort ranks the a-tokens, so
-ties go to the lower index (ToMe's order on ties is whatever the kernel gives). A zero metric vector is
-normalised with a clamped norm (ToMe would divide by zero).
+Differences, stated: ToMe's ``argsort`` is not stable; here the a-tokens are ranked in the order of a stable
+descending sort (:func:`tokenprune.core.scorers.descending_order`), so ties go to the lower index (ToMe's order on
+ties is whatever the kernel gives). A zero metric vector is normalised with a clamped norm (ToMe would divide by
+zero).
 
 :func:`pair_merge` is that step on any token set; ``protected=0`` is ToMe with ``class_token=False`` (no
 [CLS] in the set, unmerged a-tokens in score order), which BAT uses to pair homogeneous attentive tokens.
@@ -35,7 +36,7 @@ from typing import Optional
 import torch
 
 from tokenprune.core.reducers import Reduction, gather_tokens, prefix_and_size, register_reducer
-from tokenprune.core.scorers import TokenContext
+from tokenprune.core.scorers import TokenContext, descending_order
 
 __all__ = ["pair_merge", "pair_cost", "bipartite_cost", "matching_rounds", "repeated_pair_merge", "tome_schedule",
            "bipartite"]
@@ -70,7 +71,7 @@ def pair_merge(x, size, source, metric, r: int, protected: int = 0):
         sim[:, :(protected + 1) // 2, :] = -torch.inf  # a protected row never merges ([CLS])
         sim[:, :, :protected // 2] = -torch.inf  # nothing merges into a protected b token (distillation token)
     node_max, node_idx = sim.max(-1)
-    order = torch.sort(node_max, dim=-1, descending=True, stable=True).indices  # stable: ToMe's argsort is not
+    order = descending_order(node_max)  # a stable sort's order: ToMe's argsort is not stable
     src_idx, keep_a = order[:, :r], order[:, r:]
     if protected:
         keep_a = keep_a.sort(dim=-1).values  # ToMe: "sort to ensure the class token is at the start"
