@@ -430,7 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="do not rewrite README.md")
     args = parser.parse_args(argv)
     with input_checks():   # both sources read (and refused) before anything is written
-        load_results(results_folder(args.reports_dir, "reports_dir"))
+        if args.no_write:      # compared as stored (a truncated file, a claim without id or verdict refused)
+            _raw_claims(results_folder(args.reports_dir, "reports_dir"))
+        else:                  # a ledger is written from validated claims only
+            load_results(results_folder(args.reports_dir, "reports_dir"))
         old = None
         if args.compare_results:
             _raw_claims(results_folder(args.compare_results, "--compare-results"))
