@@ -75,7 +75,7 @@ def build_round(args: argparse.Namespace) -> int:
     from tokenprune.training.checkpoints import checkpoint_dir
     from tokenprune.training.resume import TrainingPaused
 
-    module = importlib.import_module(f"tokenprune.training.proxy.round{args.round}")
+    module = importlib.import_module(f".round{args.round}", "tokenprune.training.proxy")
     recipes = round_recipes(args.round)
     names = [n for n in recipes if args.only is None or n in args.only]
     deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes

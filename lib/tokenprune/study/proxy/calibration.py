@@ -161,7 +161,7 @@ def _round(round: int) -> Any:
 
     if round not in (2, 3):
         raise ValueError(f"round: {round!r} not accepted; accepted: [2, 3]")
-    return importlib.import_module(f"tokenprune.training.proxy.round{round}")
+    return importlib.import_module(f".round{round}", "tokenprune.training.proxy")
 
 
 def round_complete(rows: list[dict[str, Any]], role: str, round: int = 2) -> bool:
