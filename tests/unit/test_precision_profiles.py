@@ -94,3 +94,21 @@ def test_bat_in_notebook_finetunes_train_at_the_profile_dtype(monkeypatch, dtype
     finetunes.run_finetune(base, base, proxy_scale.proxy_methods(settings.bat_options(cfg))["BAT"], recipe, train,
                            images, labels, cfg)
     assert trained and set(trained) == {dtype}
+
+
+@pytest.mark.parametrize("native", [None, "AMX-BF16"])
+def test_auto_is_bf16_only_where_the_cpu_computes_it(monkeypatch, native):
+    """``auto`` (the paper profiles' precision) resolves to bf16 on a CPU with bf16 units and to fp32 where autocast
+    would emulate it; an explicit dtype is kept, an unknown one refused."""
+    from tokenprune.core import precision
+
+    monkeypatch.setattr(precision, "native_bf16", lambda device_type="cpu": native)
+    expected = "bf16" if native else "fp32"
+    assert precision.resolve_dtype("auto") == expected
+    assert precision.resolve_dtype("bf16") == "bf16" and precision.resolve_dtype("fp32") == "fp32"
+    with pytest.raises(ValueError, match="dtype"):
+        precision.resolve_dtype("int8")
+    for notebook in ("02_diversity_merging", "03_variance_medad", "04_decoupling"):
+        assert params.profile_table(notebook)["paper"]["dtype"] == "auto"
+        assert params.setup(notebook, "paper").dtype == expected
+        assert params.setup(notebook, "paper", {"dtype": "bf16"}).dtype == "bf16"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, Mapping
 
+from tokenprune.core import precision
 from tokenprune.utils.environment import PROFILES
 
 __all__ = ["PROFILES", "AUDITS", "check_profile", "resolve", "profile_table", "setup", "check_overrides"]
@@ -64,6 +65,8 @@ def resolve(profile: str, table: Mapping[str, Mapping[str, Any]], **given: Any) 
     type differs from the profile's value (with the expected type and, for ``choices``, the accepted values).
     ``table`` may hold a ``"choices"`` entry: ``{param: [accepted values]}``, and a ``"ranges"`` entry:
     ``{param: (low, high)}``, inclusive bounds (None: open), checked on the value or each value of a list.
+    A ``dtype`` (or ``*_dtype``) of ``auto`` is resolved here for this machine's CPU (:func:`precision.resolve_dtype`),
+    so a notebook and its report see the precision it computed in.
     """
     check_profile(profile)
     if profile not in table:
@@ -94,6 +97,8 @@ def resolve(profile: str, table: Mapping[str, Mapping[str, Any]], **given: Any) 
             span = f"{'-inf' if low is None else low}..{'inf' if high is None else high}"
             shown = bad if isinstance(base[name], (list, tuple)) else bad[0]
             raise ValueError(f"{name}: {shown!r} out of range; accepted: values in {span}")
+    for name in [n for n in base if (n == "dtype" or n.endswith("_dtype")) and base[n] == precision.AUTO_DTYPE]:
+        base[name] = precision.resolve_dtype(base[name], "cpu")
     return SimpleNamespace(profile=profile, **base)
 
 

@@ -42,7 +42,8 @@ PARAMETERS: dict[str, str] = {
     "pair_fraction": "BAT: share of attentive tokens paired and combined (0: no pairing)",
     "merge_weight": "BAT: weights of the cluster averages: attention | size | uniform",
     "ablations": "which ablations: few (importance / diversity / pairing) | all (also k, clusters, weights)",
-    "dtype": "precision of the proxy's evaluations and of its in-notebook fine-tunes: fp32 | bf16 (autocast)",
+    "dtype": "precision of the proxy's evaluations and of its in-notebook fine-tunes: fp32 | bf16 (autocast) | auto (paper: "
+             "bf16 where the CPU has bf16 units, else fp32)",
     "sweep_batch": "images per batch of the proxy evaluation",
     "threads": "torch threads (0: torch's default); 1 is robust on a shared 2-core CPU",
     "figure_model": "model of the photo figures and of the kept-set diversity claims: vit_s14 (pretrained) | "
@@ -134,7 +135,7 @@ _PAPER: dict[str, Any] = {
     "finetune_steps": 0,
     "finetune_seeds": [0, 1, 2],
     "finetune_keep_rates": [0.7],
-    "dtype": "bf16",
+    "dtype": "auto",
     "bench_keep_rates": [0.7, 0.5, 0.3],
     "bench_model": DEIT_S,
     "measure_macs": True,
@@ -175,7 +176,7 @@ _RANGES: dict[str, tuple] = {
 _CHOICES: dict[str, list] = {
     "paper_train_keep_rates": [0.7, 0.6, 0.5, 0.4, 0.3, 0.2],
     "merge_weight": ["attention", "size", "uniform"],
-    "dtype": ["fp32", "bf16"],
+    "dtype": ["fp32", "bf16", "auto"],
     "ablations": ["few", "all"],
     "figure_model": ["vit_s14", "random_tiny"],
     "proxy_model": ["vit_s14_fmnist_ft", "vit_s14_fmnist_ft_smoke", "small_vit_fmnist", "small_vit_fmnist_smoke",

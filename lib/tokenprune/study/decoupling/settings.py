@@ -55,7 +55,8 @@ PARAMETERS = {
                  "image. paper: 49 of DeiT's 196 (a quarter): 196 instead of 784 forwards of DeiT-B from block 6 per "
                  "image, and a per-image Spearman over 49 tokens has a standard error of about 1/sqrt(48) = 0.14, "
                  "0.03 over the 32 images. The check only (signal fd trains on every token)",
-    "dtype": "bf16 | fp32 (autocast for inference and training; smoke, default: fp32, paper: bf16)",
+    "dtype": "bf16 | fp32 | auto (autocast for inference and training; smoke, default: fp32, paper: auto, bf16 where the "
+             "CPU has bf16 units, else fp32)",
     "torch_threads": "CPU threads for torch (0: torch's default)",
     "data_root": "paper: folder holding CUB_200_2011/, stanford_cars/, fgvc-aircraft-2013b/",
     "checkpoint_dir": "paper: folder holding the user's <dataset>_<small|large>.pth (DeiT-S / DeiT-B fine-tuned); a "
@@ -147,7 +148,7 @@ _PAPER = dict(
     fd_probes=4,
     torch_threads=0,
     fd_tokens=49,
-    dtype="bf16",
+    dtype="auto",
 )
 
 #: inclusive bounds of every numeric setting (None: open), checked by params.setup before any run
@@ -183,7 +184,7 @@ _CHOICES = {
     "rank_loss": list(learned.LOSSES),
     "part_source": ["keypoints", "masks"],
     "coverage_variant": ["parts", "patches"],
-    "dtype": ["bf16", "fp32"],
+    "dtype": ["bf16", "fp32", "auto"],
     "settings": ALL_SETTINGS + PAPER_SETTINGS,
     "task_settings": ALL_SETTINGS + PAPER_SETTINGS,
 }

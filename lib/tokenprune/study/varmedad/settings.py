@@ -35,8 +35,8 @@ PARAMETERS = {
     "bench_rounds": "interleaved timing rounds",
     "bench_warmup": "untimed warm-up rounds",
     "measure_macs": "also count MACs with FlopCounterMode (the overlap models; every model at paper)",
-    "dtype": "fp32 | bf16 autocast for accuracy runs (the cached fine-tunes' outputs keep the precision they were "
-             "measured in, their sidecar's eval_dtype)",
+    "dtype": "fp32 | bf16 autocast | auto (paper: bf16 where the CPU has bf16 units, else fp32) for accuracy runs "
+             "(the cached fine-tunes' outputs keep the precision they were measured in, their sidecar's eval_dtype)",
     "eval_batch": "images per evaluation batch",
     "threads": "torch threads for the experiments (0: torch default; timing uses the default)",
     "falsify_keep_rates": "keep rates of the high/low-variance/random test",
@@ -133,7 +133,7 @@ PROFILES = {
         "bench_rounds": 10,
         "bench_warmup": 3,
         "measure_macs": True,
-        "dtype": "bf16",
+        "dtype": "auto",
         "eval_batch": 256,
         "threads": 0,
         "falsify_keep_rates": [0.6, 0.4],
@@ -169,7 +169,7 @@ PROFILES = {
         **paper_runs.TRAINING_RANGES,
     },
     "choices": {
-        "dtype": ["fp32", "bf16"],
+        "dtype": ["fp32", "bf16", "auto"],
         "finetune_configs": list(CONFIGS),
     },
 }
