@@ -22,7 +22,8 @@ from tokenprune.core.config import UNPRUNED, PruneConfig
 from tokenprune.core.patch import prune_state
 from tokenprune.core.precision import autocast
 
-__all__ = ["Predictions", "predict", "prune_sweep", "paired_comparison", "patch_status",
+__all__ = ["Predictions", "predict", "prune_sweep", "sweep_predictions", "sweep_table", "check_sweep_labels",
+           "paired_comparison", "patch_status",
            "KEPT", "MERGED", "DROPPED"]
 
 #: codes of :func:`patch_status`
@@ -76,24 +77,54 @@ def prune_sweep(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tens
     """Evaluate the unpruned model and each configuration on the same images.
 
     Returns a table (one row per configuration: label, scorer, reducer, keep rate, GMACs, top-1, agreement,
-    KL, each with a 95% bootstrap interval, and McNemar's p against the unpruned model) and the
+    KL, each with a bootstrap interval, and McNemar's p against the unpruned model) and the
     predictions by label, for paired comparisons. ``model`` is patched in place and left unpruned.
+    The two steps are :func:`sweep_predictions` and :func:`sweep_table` (a cached sweep,
+    :mod:`tokenprune.study.cached_sweeps`, reads the first and computes the second).
     """
-    import pandas as pd
-    from tqdm import tqdm  # not tqdm.auto: in a kernel without ipywidgets it warns with a path
+    configs = list(configs)
+    preds = sweep_predictions(model, images, labels, configs, batch=batch, dtype=dtype, seed=seed, progress=progress)
+    return sweep_table(model, preds, configs, seed=seed), preds
 
+
+def check_sweep_labels(configs: Iterable[PruneConfig]) -> list[PruneConfig]:
+    """``configs`` as a list, refused (ValueError naming ``configs``) when two share a label."""
     configs = list(configs)
     labels_seen = [c.label for c in configs]
     if len(set(labels_seen)) != len(labels_seen):
         raise ValueError(f"configs: labels must be unique, got {labels_seen}")
+    return configs
+
+
+def sweep_predictions(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                      configs: Iterable[PruneConfig], batch: int = 256, dtype: str = "fp32", seed: int = 0,
+                      progress: bool = False) -> dict[str, Predictions]:
+    """The predictions of the unpruned model (``"unpruned"``) and of each configuration (by label) on ``images``.
+    ``model`` is patched in place and left unpruned."""
+    from tqdm import tqdm  # not tqdm.auto: in a kernel without ipywidgets it warns with a path
+
+    configs = check_sweep_labels(configs)
     UNPRUNED.apply(model)
-    full = predict(model, images, labels, batch=batch, dtype=dtype)
-    rows, preds = [], {"unpruned": full}
-    pbar = tqdm(configs, desc="configs", disable=not progress)
-    for cfg in pbar:
+    preds = {"unpruned": predict(model, images, labels, batch=batch, dtype=dtype)}
+    for cfg in tqdm(configs, desc="configs", disable=not progress):
         cfg.apply(model, seed=seed)
-        p = predict(model, images, labels, batch=batch, dtype=dtype)
-        preds[cfg.label] = p
+        preds[cfg.label] = predict(model, images, labels, batch=batch, dtype=dtype)
+    UNPRUNED.apply(model)
+    return preds
+
+
+def sweep_table(model: torch.nn.Module, preds: dict[str, Predictions], configs: Iterable[PruneConfig],
+                seed: int = 0) -> "pd.DataFrame":  # noqa: F821
+    """:func:`prune_sweep`'s table from the predictions of :func:`sweep_predictions`: top-1, agreement and KL with
+    their bootstrap intervals and McNemar's p per configuration, the GMACs of ``model`` patched with each (left
+    unpruned)."""
+    import pandas as pd
+
+    full = preds["unpruned"]
+    rows = []
+    for cfg in check_sweep_labels(configs):
+        cfg.apply(model, seed=seed)
+        p = preds[cfg.label]
         mc = significance.mcnemar(full.correct, p.correct)
         rows.append({"config": cfg.label, "scorer": cfg.scorer, "reducer": cfg.reducer,
                      "keep_rate": cfg.keep_rate if not isinstance(cfg.keep_rate, tuple) else str(cfg.keep_rate),
@@ -107,7 +138,7 @@ def prune_sweep(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tens
             "gmacs": analytic_macs(model).total / 1e9, **_ci_row("top1", full.correct.astype(float), seed),
             "agreement": 1.0, "agreement_low": 1.0, "agreement_high": 1.0, "kl": 0.0, "kl_low": 0.0, "kl_high": 0.0,
             "mcnemar_p_vs_unpruned": 1.0}
-    return pd.DataFrame([base] + rows), preds
+    return pd.DataFrame([base] + rows)
 
 
 def paired_comparison(a: Predictions, b: Predictions, seed: int = 0) -> dict:

@@ -4,7 +4,7 @@ fine-tunes and their claims, and the same sweep on SynthBirds."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,7 @@ from tokenprune.core.config import PruneConfig
 from tokenprune.core.patch import patch
 from tokenprune.measure import evaluation, intervals
 from tokenprune.measure.evaluation import Predictions
-from tokenprune.study import verdicts
+from tokenprune.study import cached_sweeps, verdicts
 from tokenprune.study.proxy import audit_model, chosen
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, OWN_TEST, TOP5_CEILING, TOP5_NOT_AT_CEILING
@@ -27,7 +27,8 @@ from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["Sweep", "Finetunes", "SynthBirds", "load_audit_model", "load_small_vit", "keep_sweep", "top5_correct",
            "top5_view", "add_top5", "top5_claim", "removal_claim", "paper_fusion_side", "fusion_claims",
-           "cached_finetunes", "finetune_claims", "variance_ratio_detectable", "own_test_premise", "synthbirds_sweep"]
+           "cached_finetunes", "finetune_claims", "variance_ratio_detectable", "own_test_premise", "keep_configs",
+           "keep_sweep_inputs", "synthbirds_inputs", "synthbirds_sweep"]
 
 _DEIT_S = EVIT["deit_small_patch16_224"]
 _PCT = ("top1", "top1_low", "top1_high", "agreement", "agreement_low", "agreement_high")
@@ -89,11 +90,11 @@ def load_small_vit(cfg: Any, device: str) -> EvaluatedModel:
     return audit_model.predict_unpruned(model)
 
 
-def _sweep(model, images, labels, configs, seed, sweep_kw) -> tuple[pd.DataFrame, dict]:
-    table, preds = evaluation.prune_sweep(model, images, labels, configs, seed=seed, **sweep_kw)
+def _percent(table: pd.DataFrame) -> pd.DataFrame:
+    """A sweep table's top-1 and agreement columns in percent."""
     for c in _PCT:
         table[c] = 100 * table[c]
-    return table, preds
+    return table
 
 
 def top5_correct(p: Predictions) -> np.ndarray:
@@ -125,11 +126,26 @@ def _fusion_rows(model: EvaluatedModel, preds: dict, keep_rates: Sequence[float]
             for k in keep_rates for c in [model.compare(preds[f"fuse@{k:g}"], preds[f"drop@{k:g}"])]]
 
 
-def keep_sweep(model: EvaluatedModel, keep_rates: Sequence[float]) -> Sweep:
-    """``model`` off the shelf, fused and dropped at each keep rate (:class:`Sweep`)."""
-    configs = [PruneConfig(keep_rate=k, reducer=red, name=f"{'fuse' if red == 'fuse_attention' else 'drop'}@{k:g}")
-               for red in ("fuse_attention", "drop") for k in keep_rates]
-    table, preds = _sweep(model.base, model.X, model.y, configs, model.seed, model.sweep_kw)
+def keep_sweep_inputs(cfg: Any = None, model: Optional[EvaluatedModel] = None) -> "cached_sweeps.SweepInputs":
+    """The keep-rate sweep's model, images and configurations (``cfg``: the notebook's settings, None: the ``default``
+    profile's, as ``make models`` caches it; ``model``: the audit model on its evaluation images, None: loaded by
+    :func:`load_audit_model` on the CPU): fused and dropped at each of ``cfg.sweep_keep_rates``."""
+    from tokenprune.study import params
+
+    cfg = params.setup("01_evit", "default") if cfg is None else cfg
+    model = load_audit_model(cfg, "cpu") if model is None else model
+    return cached_sweeps.SweepInputs(model.base, model.info, model.X, model.y, keep_configs(cfg.sweep_keep_rates),
+                                     model.sweep_kw["batch"], model.sweep_kw["dtype"], model.seed, raw=model.x_raw)
+
+
+def keep_sweep(model: EvaluatedModel, cfg: Any) -> Sweep:
+    """``model`` off the shelf, fused and dropped at each of ``cfg.sweep_keep_rates`` (:class:`Sweep`; at ``default``
+    the cached sweep, :mod:`tokenprune.study.cached_sweeps`)."""
+    keep_rates = cfg.sweep_keep_rates
+    inp = keep_sweep_inputs(cfg, model)
+    configs = inp.configs
+    preds = cached_sweeps.cached_sweep("evit_keep_rates", inp, cfg.profile)
+    table = _percent(evaluation.sweep_table(model.base, preds, configs, seed=model.seed))
     add_top5(table, preds, model.seed)
     t2 = _DEIT_S["keep"]
     table["paper_top1_deit_s"] = [
@@ -369,21 +385,42 @@ def own_test_premise(full: Predictions, info: dict, seed: int) -> verdicts.Premi
                             f"unpruned top-1 {ours} % here, checkpoint [{lo:.2f}, {hi:.2f}] on n={info['test']['n']}")
 
 
-def synthbirds_sweep(rep: Any, cfg: Any, sweep_configs: Sequence[PruneConfig]) -> SynthBirds:
-    """``cfg.parts_model`` on its first ``cfg.parts_eval_images`` SynthBirds test images, fused vs dropped at
-    ``cfg.parts_keep_rates``, with the fusion claim at ``cfg.ft_keep``."""
+def keep_configs(keep_rates: Sequence[float]) -> list[PruneConfig]:
+    """EViT fused (``fuse@<k>``) and dropped (``drop@<k>``) at each keep rate: the configurations of the sweeps."""
+    return [PruneConfig(keep_rate=k, reducer=red, name=f"{'fuse' if red == 'fuse_attention' else 'drop'}@{k:g}")
+            for red in ("fuse_attention", "drop") for k in keep_rates]
+
+
+def synthbirds_inputs(cfg: Any = None) -> "cached_sweeps.SweepInputs":
+    """The SynthBirds sweep's model, images and configurations (``cfg``: the notebook's settings; None: the
+    ``default`` profile's, as ``make models`` caches it): ``cfg.parts_model`` on its first ``cfg.parts_eval_images``
+    test images (every generator setting of its recipe, one library function), fused and dropped at
+    ``cfg.parts_keep_rates``."""
+    from tokenprune.study import params
+
+    cfg = params.setup("01_evit", "default") if cfg is None else cfg
     parts_model, parts_info = tp_models.load_base_model(cfg.parts_model, train_if_missing=cfg.profile == "smoke",
                                                         progress=False)
-    # the model's own test data, every generator setting of its recipe included (one library function)
     parts_recipe = TrainRecipe.from_dict(parts_info["recipe"])
     xb, yb = sources.as_tensors(recipe_data.eval_data(parts_recipe, cfg.parts_eval_images))
-    images = parts_model.tp_preprocess(xb)
     patch(parts_model, keep_rate=1.0)
-    parts_cfgs = [c_ for c_ in sweep_configs if c_.keep_rate in cfg.parts_keep_rates]
-    table, preds = _sweep(parts_model, images, yb, parts_cfgs, cfg.seed, dict(batch=cfg.eval_batch, dtype="fp32"))
+    return cached_sweeps.SweepInputs(parts_model, parts_info, parts_model.tp_preprocess(xb), yb,
+                                     keep_configs(cfg.parts_keep_rates), cfg.eval_batch, "fp32", cfg.seed, raw=xb)
+
+
+def synthbirds_sweep(rep: Any, cfg: Any) -> SynthBirds:
+    """``cfg.parts_model`` on its first ``cfg.parts_eval_images`` SynthBirds test images, fused vs dropped at
+    ``cfg.parts_keep_rates`` (at ``default``: the cached sweep, :mod:`tokenprune.study.cached_sweeps`), with the
+    fusion claim at ``cfg.ft_keep``."""
+    inp = synthbirds_inputs(cfg)
+    parts_model, parts_info, images, yb = inp.model, inp.info, inp.images, inp.labels
+    parts_recipe = TrainRecipe.from_dict(parts_info["recipe"])
+    preds = cached_sweeps.cached_sweep("evit_synthbirds", inp, cfg.profile)
+    table = _percent(evaluation.sweep_table(parts_model, preds, inp.configs, seed=cfg.seed))
     add_top5(table, preds, cfg.seed)
     # the comparisons of the SynthBirds model: an EvaluatedModel view of its images (only compare/design are used)
     n_test = int(parts_recipe.dataset_kwargs.get("n_test", len(yb)))
+    xb = inp.raw
     birds = EvaluatedModel(base=parts_model, info=parts_info, recipe=parts_recipe, data=None, x_raw=xb, y=yb, X=images,
                            device="cpu", eval_batch=cfg.eval_batch, seed=cfg.seed, margin_pp=cfg.margin_pp,
                            name=cfg.parts_model, n_max=n_test, max_scale=f"the full test split of {cfg.parts_model}")

@@ -21,7 +21,7 @@ from tokenprune.measure import macs as flops
 from tokenprune.measure import throughput as bench
 from tokenprune.measure.power import Design
 from tokenprune.methods import oracle  # registers the oracle_attention scorer
-from tokenprune.study import verdicts
+from tokenprune.study import cached_sweeps, verdicts
 from tokenprune.study.proxy import chosen
 from tokenprune.study.proxy.chosen import PROXY_CHOSEN
 from tokenprune.study.claims import paper_number
@@ -31,8 +31,8 @@ from tokenprune.study.evit.efficiency import rounds_premise
 from tokenprune.study.proxy.audit_model import Comparison, EvaluatedModel, Gated, gated, worst_design
 from tokenprune.training import sources
 
-__all__ = ["MaskQuality", "TokensToTokens", "all_parts", "mask_quality", "locations_at_matched_macs",
-           "tokens_to_tokens", "oracle_premise", "oracle_at_block1", "higher_resolution"]
+__all__ = ["MaskQuality", "TokensToTokens", "all_parts", "mask_quality", "location_configs", "locations_inputs",
+           "locations_at_matched_macs", "tokens_to_tokens", "oracle_premise", "oracle_at_block1", "higher_resolution"]
 
 
 @dataclass
@@ -100,18 +100,40 @@ def mask_quality(rep: Any, model: EvaluatedModel, cfg: Any, preds: dict, sweep: 
     return MaskQuality(keeps, pd.DataFrame(rows))
 
 
-def locations_at_matched_macs(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame:
-    """Locations (s, s+3, s+6), s = 1..5, each at the keep rate whose MACs match (4, 7, 10) at keep 0.7; files the
-    claims that shallow sets hurt and deeper ones are equivalent."""
-    base = model.base
+def location_configs(base: torch.nn.Module) -> list[PruneConfig]:
+    """Locations (s, s+3, s+6), s = 1..5, each at the keep rate whose MACs match (4, 7, 10) at keep 0.7 (EViT
+    Table 13's protocol); ``base`` is left patched unpruned."""
     PruneConfig(keep_rate=0.7).apply(base)
     target_macs = flops.analytic_macs(base).total
-    loc_cfgs = []
+    out = []
     for locs in [tuple(s + 3 * i for i in range(3)) for s in range(1, 6)]:
         PruneConfig(locations=locs).apply(base)
         k = round(flops.keep_rate_for_macs(base, target_macs), 4) if locs != (4, 7, 10) else 0.7
-        loc_cfgs.append(PruneConfig(keep_rate=k, locations=locs, name=f"loc{'-'.join(map(str, locs))}@{k:g}"))
-    loc_table, loc_preds = evaluation.prune_sweep(base, model.X, model.y, loc_cfgs, seed=model.seed, **model.sweep_kw)
+        out.append(PruneConfig(keep_rate=k, locations=locs, name=f"loc{'-'.join(map(str, locs))}@{k:g}"))
+    evaluation.UNPRUNED.apply(base)
+    return out
+
+
+def locations_inputs(cfg: Any = None, model: Optional[EvaluatedModel] = None) -> cached_sweeps.SweepInputs:
+    """The locations sweep's model, images and configurations (``cfg``: the notebook's settings, None: the
+    ``default`` profile's, as ``make models`` caches it; ``model``: the audit model on its evaluation images, None:
+    loaded on the CPU): :func:`location_configs`."""
+    from tokenprune.study import params
+    from tokenprune.study.evit.experiments import load_audit_model
+
+    cfg = params.setup("01_evit", "default") if cfg is None else cfg
+    model = load_audit_model(cfg, "cpu") if model is None else model
+    return cached_sweeps.SweepInputs(model.base, model.info, model.X, model.y, location_configs(model.base),
+                                     model.sweep_kw["batch"], model.sweep_kw["dtype"], model.seed, raw=model.x_raw)
+
+
+def locations_at_matched_macs(rep: Any, model: EvaluatedModel, cfg: Any) -> pd.DataFrame:
+    """Locations (s, s+3, s+6), s = 1..5, each at the keep rate whose MACs match (4, 7, 10) at keep 0.7; files the
+    claims that shallow sets hurt and deeper ones are equivalent."""
+    inp = locations_inputs(cfg, model)
+    loc_cfgs = inp.configs
+    loc_preds = cached_sweeps.cached_sweep("evit_locations", inp, cfg.profile)
+    loc_table = evaluation.sweep_table(model.base, loc_preds, loc_cfgs, seed=model.seed)
     ref = loc_preds[loc_cfgs[3].label]
     rows = []
     for c_, row in zip([None] + loc_cfgs, loc_table.itertuples()):

@@ -185,9 +185,21 @@ def load_paper_subject(cfg: SimpleNamespace, device: str):
     return base, ds, pre(x_u8), y, dataclasses.replace(run, model=None)
 
 
+def eval_subject(cfg: SimpleNamespace) -> tuple:
+    """The trained base model ``cfg.base_model`` (below ``paper``), its sidecar, its recipe's data and its evaluation
+    images: ``cfg.n_eval`` test images drawn with ``cfg.seed`` (the whole split when it has no more), preprocessed,
+    and their labels."""
+    base, base_info = models.load_base_model(cfg.base_model, train_if_missing=cfg.profile == "smoke", progress=False)
+    ds = recipe_data.load_recipe_data(TrainRecipe.from_dict(base_info["recipe"]))  # "test": recipe_data.eval_data
+    test = ds["test"]
+    x_u8, y_eval = sources.as_tensors(test, cfg.n_eval if cfg.n_eval < len(test) else None, cfg.seed)
+    return base.eval(), base_info, ds, base.tp_preprocess(x_u8), y_eval
+
+
 def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     """Every model and image set of the notebook, with the [CLS] attention rows cached where the pruning
-    blocks read them: the trained base model and its test images (``base``, ``x_eval``, ``y_eval``, ``ft_start``
+    blocks read them: the trained base model, its sidecar (``base_info``; None at ``paper``) and its test images
+    (``base``, ``x_eval``, ``y_eval``, ``ft_start``
     the start of every fine-tuning run), the real pretrained ViT-S/14 on real photos (``vit14``, ``x_photo``,
     ``raw_photo``, ``photo_names``, ``cache_photo``), and ``rank_sources`` (label -> cache; the photos' label is
     ``photo_source``) with their claim ids ``rank_ids``; ``s14_missing`` says why the optional ViT-S/14 model is
@@ -196,17 +208,13 @@ def load_subjects(cfg: SimpleNamespace, device: str) -> SimpleNamespace:
     s = SimpleNamespace()
     if cfg.profile == "paper":
         s.base, s.base_ds, s.x_eval, s.y_eval, s.base_run = load_paper_subject(cfg, device)
+        s.base_info = None      # a paper run, not a committed base model
         s.n_test_split = len(s.base_ds["test"])
         s.ft_start = None       # every paper run starts from the recipe's model (paper_training.run_model)
     else:
-        s.base, base_info = models.load_base_model(cfg.base_model, train_if_missing=cfg.profile == "smoke",
-                                                   progress=False)
-        s.base_recipe = TrainRecipe.from_dict(base_info["recipe"])
-        s.base_ds = recipe_data.load_recipe_data(s.base_recipe)   # its "test" split is recipe_data.eval_data(recipe)
-        test = s.base_ds["test"]
-        s.n_test_split = len(test)
-        x_u8, s.y_eval = sources.as_tensors(test, cfg.n_eval if cfg.n_eval < len(test) else None, cfg.seed)
-        s.x_eval = s.base.tp_preprocess(x_u8)
+        s.base, s.base_info, s.base_ds, s.x_eval, s.y_eval = eval_subject(cfg)
+        s.base_recipe = TrainRecipe.from_dict(s.base_info["recipe"])
+        s.n_test_split = len(s.base_ds["test"])
         s.ft_start = s.base     # fine-tuning runs start from the trained base model
     s.base = s.base.eval()
     s.heads = s.base.blocks[0].attn.num_heads

@@ -15,19 +15,19 @@ from tokenprune.measure import evaluation, significance
 from tokenprune.measure import mac_matching as matching
 from tokenprune.measure import rank_statistics as rankstats
 from tokenprune.measure.evaluation import paired_comparison, prune_sweep
-from tokenprune.study import verdicts
+from tokenprune.study import cached_sweeps, verdicts
 from tokenprune.study.why import MAX_WHY, shorten
 from tokenprune.study.varmedad.claims import CLAIMS, MEDAD_ACC, MEDAD_JAC
 from tokenprune.study.varmedad.designs import (beats_gate, beats_values, file, file_on_base, image_design, interval,
                                                margin_factor, no_margin_factor, part_summary, part_text)
-from tokenprune.study.varmedad.subjects import photo_source
+from tokenprune.study.varmedad.subjects import eval_subject, photo_source
 from tokenprune.study.varmedad.settings import (BLOCK_ALTERNATIVES, EFFECTS, EQUIV_MARGIN, LOCS, R_AGGRESSIVE,
                                                 R_MAIN)
 from tokenprune.study.paper_numbers import VARMEDAD as VM
 from tokenprune.training.cached_finetunes import tome_matched
 
-__all__ = ["blocks_name", "fs", "evit_cfg", "SweepConfigs", "sweep_configs", "Sweep", "run_sweep", "falsification",
-           "matched_offtheshelf", "medad_axis", "variance_vs_medad", "medad_r03_claims"]
+__all__ = ["blocks_name", "fs", "evit_cfg", "SweepConfigs", "sweep_configs", "Sweep", "sweep_inputs", "run_sweep",
+           "falsification", "matched_offtheshelf", "medad_axis", "variance_vs_medad", "medad_r03_claims"]
 
 
 def blocks_name(locs: Sequence[int], matched: bool) -> str:
@@ -101,9 +101,30 @@ def sweep_configs(base: torch.nn.Module, T: float, falsify_keep_rates: Sequence[
     return SweepConfigs(configs, variance_cfg, tome_match)
 
 
-def run_sweep(base, x_eval, y_eval, configs, cfg) -> Sweep:
-    """Every configuration on the same test images (:func:`prune_sweep`), with the MAC ratio to the unpruned."""
-    table, preds = prune_sweep(base, x_eval, y_eval, configs, batch=cfg.eval_batch, dtype=cfg.dtype, seed=cfg.seed)
+def sweep_inputs(cfg: Optional[SimpleNamespace] = None, subject: Optional[tuple] = None) -> cached_sweeps.SweepInputs:
+    """The off-the-shelf sweep's model, images and configurations (``cfg``: the notebook's settings, None: the
+    ``default`` profile's, as ``make models`` caches it; ``subject``: the notebook's (base, its sidecar, its
+    evaluation images and labels), None: loaded by :func:`subjects.eval_subject`)."""
+    from tokenprune.study import params
+
+    cfg = params.setup("03_variance_medad", "default") if cfg is None else cfg
+    if subject is None:
+        base, info, _, x_eval, y_eval = eval_subject(cfg)
+    else:
+        base, info, x_eval, y_eval = subject
+    configs = sweep_configs(base, float(cfg.temperature), cfg.falsify_keep_rates).configs
+    return cached_sweeps.SweepInputs(base, info, x_eval, y_eval, configs, cfg.eval_batch, cfg.dtype, cfg.seed)
+
+
+def run_sweep(base, x_eval, y_eval, configs, cfg, info: Optional[dict] = None) -> Sweep:
+    """Every configuration on the same test images (:func:`prune_sweep`; at ``default``, given the base model's
+    sidecar ``info``: the cached sweep, :mod:`tokenprune.study.cached_sweeps`), with the MAC ratio to the unpruned."""
+    if info is None or cfg.profile != "default":
+        table, preds = prune_sweep(base, x_eval, y_eval, configs, batch=cfg.eval_batch, dtype=cfg.dtype, seed=cfg.seed)
+    else:
+        inp = cached_sweeps.SweepInputs(base, info, x_eval, y_eval, list(configs), cfg.eval_batch, cfg.dtype, cfg.seed)
+        preds = cached_sweeps.cached_sweep("varmedad_offtheshelf", inp, cfg.profile)
+        table = evaluation.sweep_table(base, preds, configs, seed=cfg.seed)
     table["gmacs"] = table["gmacs"].astype(float)
     table["mac_ratio"] = table.gmacs / table.gmacs.iloc[0]
     return Sweep(table, preds)
