@@ -18,7 +18,8 @@ from typing import ContextManager, Literal, Optional
 import torch
 import torch.nn as nn
 
-__all__ = ["DTYPES", "AUTO_DTYPE", "DEVICES", "check_dtype", "resolve_dtype", "check_device", "autocast", "set_eager_attention", "attention_kernel",
+__all__ = ["DTYPES", "AUTO_DTYPE", "DEVICES", "check_dtype", "resolve_dtype", "check_device", "autocast",
+           "set_eager_attention", "attention_kernel",
            "cpu_flags", "native_bf16"]
 
 #: accepted names of a compute or storage precision, and the autocast dtype (None: no autocast)

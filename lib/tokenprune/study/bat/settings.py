@@ -42,8 +42,8 @@ PARAMETERS: dict[str, str] = {
     "pair_fraction": "BAT: share of attentive tokens paired and combined (0: no pairing)",
     "merge_weight": "BAT: weights of the cluster averages: attention | size | uniform",
     "ablations": "which ablations: few (importance / diversity / pairing) | all (also k, clusters, weights)",
-    "dtype": "precision of the proxy's evaluations and of its in-notebook fine-tunes: fp32 | bf16 (autocast) | auto (paper: "
-             "bf16 where the CPU has bf16 units, else fp32)",
+    "dtype": "precision of the proxy's evaluations and of its in-notebook fine-tunes: fp32 | bf16 (autocast) | auto "
+             "(paper: bf16 where the CPU has bf16 units, else fp32)",
     "sweep_batch": "images per batch of the proxy evaluation",
     "threads": "torch threads (0: torch's default); 1 is robust on a shared 2-core CPU",
     "figure_model": "model of the photo figures and of the kept-set diversity claims: vit_s14 (pretrained) | "

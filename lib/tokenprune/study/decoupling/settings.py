@@ -55,8 +55,8 @@ PARAMETERS = {
                  "image. paper: 49 of DeiT's 196 (a quarter): 196 instead of 784 forwards of DeiT-B from block 6 per "
                  "image, and a per-image Spearman over 49 tokens has a standard error of about 1/sqrt(48) = 0.14, "
                  "0.03 over the 32 images. The check only (signal fd trains on every token)",
-    "dtype": "bf16 | fp32 | auto (autocast for inference and training; smoke, default: fp32, paper: auto, bf16 where the "
-             "CPU has bf16 units, else fp32)",
+    "dtype": "bf16 | fp32 | auto (autocast for inference and training; smoke, default: fp32, paper: auto, bf16 "
+             "where the CPU has bf16 units, else fp32)",
     "torch_threads": "CPU threads for torch (0: torch's default)",
     "data_root": "paper: folder holding CUB_200_2011/, stanford_cars/, fgvc-aircraft-2013b/",
     "checkpoint_dir": "paper: folder holding the user's <dataset>_<small|large>.pth (DeiT-S / DeiT-B fine-tuned); a "
