@@ -31,9 +31,10 @@ models: data
 reproduce: models
 	$(PY) -m tokenprune pipeline --profile $(PROFILE)
 
-## test: unit tests and a smoke run of every notebook (on the real embedded data, hence `data`)
+## test: unit tests and a smoke run of every notebook (on the real embedded data, hence `data`), in two pytest-xdist
+## workers of one thread each (a test file stays on one worker, so a module's fixtures are built once)
 test: data
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 ## bench: the speed-target table of the README, DeiT-S unpruned, EViT keep 0.7 and ToMe r = 13 side by side (not
 ## part of the tests; bf16 only on a CPU with native bf16); EVIT=/path/to/a/checkout/of/youweiliang/evit and

@@ -13,10 +13,17 @@ if SIMULATED_CPU not in ("", "avx2"):
 if SIMULATED_CPU:
     os.environ["ATEN_CPU_CAPABILITY"] = SIMULATED_CPU
 
-import torch  # noqa: E402  (after ATEN_CPU_CAPABILITY is set)
+#: under pytest-xdist (``make test`` runs one worker per core) each worker and the notebook kernels it starts compute on
+#: one thread, so the workers do not oversubscribe the cores
+XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+if XDIST_WORKER:
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+
+import torch  # noqa: E402  (after ATEN_CPU_CAPABILITY and the thread count are set)
 
 # tests run on 2 cores next to other work: keep torch from oversubscribing
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+torch.set_num_threads(1 if XDIST_WORKER else min(2, os.cpu_count() or 1))
 os.environ.setdefault("TOKENPRUNE_NO_DOWNLOAD", "1")
 # tests/release_fixtures.py (the paper datasets' release formats) is shared by the tiers
 sys.path.insert(0, str(Path(__file__).parent))
