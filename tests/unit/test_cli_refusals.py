@@ -265,6 +265,16 @@ def test_paper_train_refuses_zero_epochs(tmp_path):
     assert "--epochs" in line
 
 
+@pytest.mark.parametrize("device", ["gpu", "cuda:x", "cuda:7"])
+def test_models_and_paper_train_refuse_a_device_on_one_line(tmp_path, device):
+    """An unknown device, and a GPU this machine does not have (cuda:7), before anything is built or written."""
+    for argv in (["models", "--device", device, "--cache-dir", str(tmp_path / "ck")],
+                 ["paper-train", "--recipe", RECIPE, "--device", device, "--out", str(tmp_path / "out")]):
+        line = _refused(argv, tmp_path)
+        assert "--device" in line and device in line
+    assert not (tmp_path / "ck").exists() and not (tmp_path / "out").exists()
+
+
 def test_paper_train_refuses_a_missing_data_root(tmp_path):
     line = _refused(["paper-train", "--recipe", RECIPE, "--data-root", str(tmp_path / "imagenet"),
                      "--out", str(tmp_path / "out")], tmp_path)

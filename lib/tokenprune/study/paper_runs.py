@@ -30,7 +30,8 @@ from tokenprune.training.paper_training import PrepareFn, load_trained, model_wi
 from tokenprune.training.checkpoints import read_summary
 from tokenprune.training.recipe_book import load_recipe, recipe_names
 from tokenprune.utils.environment import REPO_ROOT
-from tokenprune.utils.io import InputError, load_torch
+from tokenprune.core.precision import check_device
+from tokenprune.utils.io import InputError, input_checks, load_torch
 
 __all__ = ["DATASET_IMAGES", "GpuHours", "gpu_hours", "main", "TRAINING_SETTINGS", "TRAINING_PARAMETERS",
            "TRAINING_RANGES", "limits_of", "runs_root", "recipe_run", "TrainedRun", "trained_model",
@@ -260,7 +261,8 @@ def paper_scale_id(claim_id: str) -> str:
 # ---------------------------------------------------------------------------------------------- CLI
 def _checked_specs(args: argparse.Namespace) -> list[RunSpec]:
     """The runs ``paper-train`` trains, after refusing (InputError, naming the option) a run index out of range, a
-    test limit below 1, fewer than 0 workers, and folders that are not there, before anything is written."""
+    test limit below 1, fewer than 0 workers, folders that are not there and a device that is unknown or absent,
+    before anything is written."""
     specs = run_specs(load_recipe(args.recipe))
     if args.run is not None and not 0 <= args.run < len(specs):
         raise InputError(f"--run: {args.run} out of range; recipe {args.recipe} has runs 0..{len(specs) - 1}")
@@ -274,6 +276,9 @@ def _checked_specs(args: argparse.Namespace) -> list[RunSpec]:
             raise InputError(f"{option}: {path} is not a folder")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"--out: {args.out} exists and is not a folder")
+    if args.device is not None:
+        with input_checks():
+            check_device(args.device, "--device")
     return specs if args.run is None else [specs[args.run]]
 
 

@@ -21,7 +21,8 @@ from tokenprune.training.base_models import build_profile
 from tokenprune.training.distributed import is_main_process
 from tokenprune.training.model_recipes import recipes_for, round_recipes
 from tokenprune.utils.environment import PROFILES
-from tokenprune.utils.io import InputError
+from tokenprune.core.precision import check_device
+from tokenprune.utils.io import InputError, input_checks
 
 __all__ = ["OUTPUT_BUILDERS", "ROUNDS", "build_parser", "check_args", "build_base_models", "build_round", "main"]
 
@@ -102,9 +103,13 @@ def build_round(args: argparse.Namespace) -> int:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse (InputError, naming the option) what ``python -m tokenprune models`` cannot build, before anything
-    is written: paths that are not there, unknown ``--only`` names, the paper profile without ``--init``."""
+    is written: paths that are not there, unknown ``--only`` names, the paper profile without ``--init``, a device
+    that is unknown or that this machine does not have."""
     if args.threads is not None and args.threads < 1:
         raise InputError(f"--threads: expected an int >= 1, got {args.threads}")
+    if args.device is not None:
+        with input_checks():
+            check_device(args.device, "--device")
     if args.max_minutes is not None and not args.max_minutes > 0:
         raise InputError(f"--max-minutes: expected a number > 0, got {args.max_minutes}")
     for option, path, kind in (("--init", args.init, "file"), ("--data-root", args.data_root, "folder")):
