@@ -77,7 +77,7 @@ def prune_sweep(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tens
     """Evaluate the unpruned model and each configuration on the same images.
 
     Returns a table (one row per configuration: label, scorer, reducer, keep rate, GMACs, top-1, agreement,
-    KL, each with a bootstrap interval, and McNemar's p against the unpruned model) and the
+    KL, each with a 95% bootstrap interval, and McNemar's p against the unpruned model) and the
     predictions by label, for paired comparisons. ``model`` is patched in place and left unpruned.
     The two steps are :func:`sweep_predictions` and :func:`sweep_table` (a cached sweep,
     :mod:`tokenprune.study.cached_sweeps`, reads the first and computes the second).

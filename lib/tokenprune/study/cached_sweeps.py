@@ -154,8 +154,6 @@ def build_cached(profile: str = "default", progress: bool = True, force: bool = 
         _, info = checkpoints.ensure_outputs(sweep_recipe(name, inputs), lambda: measure(inputs),
                                              checkpoints.checkpoint_dir(profile), force=force)
         if progress:
-            how = "loaded" if info.get("loaded") else f"measured in {info['wall_time_s']:.0f} s"
-            print(f"{info['name']}: {len(cached_configs(inputs)) + 1} configurations on {info['test']['n']} images, "
-                  f"{how}, {info['outputs']} {info['size_bytes'] / 1e6:.2f} MB", flush=True)
+            print(checkpoints.describe(info), flush=True)
         out.append(info)
     return out
