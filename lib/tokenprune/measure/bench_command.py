@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print whether each row meets the speed targets: speedup / MAC ratio (median) >= "
                          f"{SPEEDUP_PER_MAC_TARGET['other']} ({SPEEDUP_PER_MAC_TARGET[1]} at batch 1) and, with an "
                          f"official implementation, ours / official (median) >= {OURS_OVER_OFFICIAL_TARGET}")
+    ap.add_argument("--profile", action="store_true",
+                    help="instead of timing, profile a few forward passes of each model at each batch and dtype and "
+                         "print per block the kernels launched, host synchronisations, the attention kernel and the "
+                         "time in scoring, top-k, gather and merge (measure.kernel_profile), then a summary per model")
     ap.add_argument("--json", metavar="FILE", default=None, help="also write the rows to FILE as JSON")
     return ap
 
@@ -158,9 +162,12 @@ def _check_official_options(args, ap) -> None:
             ap.error(f"{option}: {e}")
     if args.official_evit and (args.reducer != "fuse_attention" or args.scorer != "cls_attention"):
         ap.error("--official-evit: the official EViT is cls_attention + fuse_attention; drop --scorer/--reducer")
-    if args.train_from_block and (args.official_evit or args.official_tome or args.compile or args.targets):
+    if args.train_from_block and (args.official_evit or args.official_tome or args.compile or args.targets
+                                  or args.profile):
         ap.error("--train-from-block: times training steps of our models alone; drop --official-evit, "
-                 "--official-tome, --compile and --targets")
+                 "--official-tome, --compile, --targets and --profile")
+    if args.profile and (args.compile or args.targets):
+        ap.error("--profile: profiles eager forward passes instead of timing them; drop --compile and --targets")
     if args.official_tome and not args.tome_r:
         ap.error("--official-tome: give the tokens merged per block with --tome-r (ToMe's DeiT-S setting: 13)")
 
@@ -294,6 +301,19 @@ def _run(ms: _Models, models: dict, args, dtype: str, batch: int, warmup: int) -
                      rounds=args.rounds, iters_per_round=_iters(args, batch), train=bool(args.train_from_block))
 
 
+def _profile(ms: _Models, args, dtype: str, batch: int) -> list[dict]:
+    """``--profile``: every model's per-block profile at this batch and dtype, printed, as rows."""
+    from tokenprune.measure.kernel_profile import print_profile, profile_model, profile_rows
+
+    rows = []
+    for label, model in ms.models.items():
+        blocks = profile_model(model, batch=batch, img_size=ms.img_size, dtype=dtype, device=args.device,
+                               passes=max(1, _iters(args, batch) // 2), warmup=max(1, args.warmup))
+        rows += profile_rows(label, blocks, batch=batch, dtype=dtype, device=args.device)
+    print_profile(rows)
+    return rows
+
+
 def _rows(ms: _Models, res: list[BenchResult], args, dtype: str, batch: int, kernel: str, compiled: bool) -> list[dict]:
     """One row per configuration of ours, eager or ``compiled``: img/s, speedup over the baseline (compiled too), MAC
     ratio, their quotient, and ours / official where paired (eager) or compiled / eager, each with its 95 % bootstrap
@@ -411,6 +431,9 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
     for dtype in _dtypes_to_run(args):
         kernel = _set_kernel(ms, args, dtype)
         for batch in args.batch:
+            if args.profile:
+                rows += _profile(ms, args, dtype, batch)
+                continue
             compiled, why = _compiled(ms, args, dtype, batch) if args.compile else ({}, "")
             if why:
                 print(f"torch.compile: not timed ({dtype}, batch {batch}): {why}")
@@ -418,7 +441,11 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict]:
             for as_compiled in ([False, True] if compiled else [False]):
                 rows += (run := _rows(ms, res, args, dtype, batch, kernel, compiled=as_compiled))
                 _print_run(run, res, args, bool(ms.pairs))
-    if rows:
+    if rows and args.profile:
+        from tokenprune.measure.kernel_profile import print_profile_summary
+
+        print_profile_summary(rows)
+    elif rows:
         _print_summary(rows, ms)
     if args.targets:
         met = all(o.get("targets_met", True) for o in rows)
