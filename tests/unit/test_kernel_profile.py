@@ -69,3 +69,22 @@ def test_bench_profile_prints_every_model_and_refuses_timing_options(capsys, tmp
     with pytest.raises(SystemExit):
         B.main(["--profile", "--compile"])
     assert "--profile" in capsys.readouterr().err
+
+
+def test_evit_fusion_gathers_tokens_and_sizes_once_each():
+    """fuse_attention gathers the tokens, their sizes and the weights once each (kept and rest in one gather), and
+    gives what gathering the kept and the rest apart gives."""
+    from tokenprune.core.reducers import fuse_rest, get_reducer, keep_topk
+    from tokenprune.core.scorers import TokenContext
+
+    g = torch.Generator().manual_seed(0)
+    x, cls_attn = torch.randn(2, 17, 8, generator=g), torch.rand(2, 3, 17, generator=g).softmax(-1)
+    size = torch.randint(1, 4, (2, 17), generator=g).float()
+    ctx = TokenContext(x=x, num_prefix_tokens=1, block_index=0, cls_attn=cls_attn, size=size)
+    scores = cls_attn[:, :, 1:].mean(1)
+    with torch.profiler.profile() as prof:
+        out = get_reducer("fuse_attention")(ctx, scores, 11)
+    assert sum(e.count for e in prof.key_averages() if e.key == "aten::gather") == 3
+    apart = keep_topk(ctx, scores, 11)          # the kept tokens gathered alone, the rest by fuse_rest
+    ref = fuse_rest(ctx, apart, weights=torch.gather(scores, 1, apart.rest_idx))
+    assert torch.equal(out.x, ref.x) and torch.equal(out.size, ref.size) and torch.equal(out.keep_idx, ref.keep_idx)

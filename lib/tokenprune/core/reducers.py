@@ -16,7 +16,7 @@ from typing import Callable, FrozenSet, Optional
 
 import torch
 
-from tokenprune.core.scorers import TokenContext, check_needs, select_topk
+from tokenprune.core.scorers import TokenContext, check_needs, descending_order
 
 __all__ = [
     "Reduction",
@@ -192,6 +192,8 @@ class Selection:
         kept_size: ``[B, n_keep]`` original patches each kept token stands for.
         kept_source: ``[B, n_keep, N0]`` which original tokens each kept token stands for (None when not traced).
         size: ``[B, N]`` the sizes of every input token, prefix included (ones when the context carries none).
+        rest_x, rest_size, rest_source: the rest's tokens, sizes and sources in the order of ``rest_idx``, when
+            :func:`keep_topk` was asked for them (``with_rest``), else None.
     """
 
     keep_idx: torch.Tensor
@@ -200,15 +202,28 @@ class Selection:
     kept_size: torch.Tensor
     kept_source: Optional[torch.Tensor]
     size: torch.Tensor
+    rest_x: Optional[torch.Tensor] = None
+    rest_size: Optional[torch.Tensor] = None
+    rest_source: Optional[torch.Tensor] = None
 
 
-def keep_topk(ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Selection:
-    """Keep the ``n_keep`` best-scored prunable tokens (ties to the lower index, :func:`select_topk`)."""
+def keep_topk(ctx: TokenContext, scores: torch.Tensor, n_keep: int, *, with_rest: bool = False) -> Selection:
+    """Keep the ``n_keep`` best-scored prunable tokens (ties to the lower index, :func:`tokenprune.core.scorers.select_topk`).
+
+    With ``with_rest`` (a reducer that fuses the rest) the tokens, their sizes and sources are gathered once each, in
+    descending-score order, and split into the kept and the rest: one gather per tensor instead of two, the same
+    values."""
     p, size = prefix_and_size(ctx)
-    keep_idx, rest_idx = select_topk(scores, n_keep)
-    kept_source = None if ctx.source is None else gather_tokens(ctx.source[:, p:], keep_idx)
-    return Selection(keep_idx=keep_idx, rest_idx=rest_idx, kept_x=gather_tokens(ctx.x[:, p:], keep_idx),
-                     kept_size=gather_tokens(size[:, p:], keep_idx), kept_source=kept_source, size=size)
+    order = descending_order(scores)   # select_topk's order: its first n_keep are kept
+    keep_idx, rest_idx = order[:, :n_keep], order[:, n_keep:]
+    idx = order if with_rest else keep_idx
+    xs, sizes = gather_tokens(ctx.x[:, p:], idx), gather_tokens(size[:, p:], idx)
+    sources = None if ctx.source is None else gather_tokens(ctx.source[:, p:], idx)
+    rest = ({} if not with_rest else
+            {"rest_x": xs[:, n_keep:], "rest_size": sizes[:, n_keep:],
+             "rest_source": None if sources is None else sources[:, n_keep:]})
+    return Selection(keep_idx=keep_idx, rest_idx=rest_idx, kept_x=xs[:, :n_keep], kept_size=sizes[:, :n_keep],
+                     kept_source=None if sources is None else sources[:, :n_keep], size=size, **rest)
 
 
 def _prefix_then_kept(ctx: TokenContext, selection: Selection, *, fused_x: Optional[torch.Tensor] = None,
@@ -230,10 +245,14 @@ def fuse_rest(ctx: TokenContext, selection: Selection, *, weights: torch.Tensor)
     """The prefix, the kept tokens and one appended token: the sum of the rest weighted by ``weights``
     (``[B, N_rest]``, in the order of ``selection.rest_idx``), whose size and source are the rest's summed."""
     p, rest_idx = ctx.num_prefix_tokens, selection.rest_idx
-    rest_x = gather_tokens(ctx.x[:, p:], rest_idx)
+    if selection.rest_x is not None:   # gathered with the kept tokens (keep_topk's with_rest)
+        rest_x, rest_size, rest_source = selection.rest_x, selection.rest_size, selection.rest_source
+    else:
+        rest_x, rest_size = gather_tokens(ctx.x[:, p:], rest_idx), gather_tokens(selection.size[:, p:], rest_idx)
+        rest_source = None if ctx.source is None else gather_tokens(ctx.source[:, p:], rest_idx)
     fused_x = torch.einsum("bn,bnc->bc", weights.to(rest_x.dtype), rest_x).unsqueeze(1)
-    fused_size = gather_tokens(selection.size[:, p:], rest_idx).sum(dim=1, keepdim=True)
-    fused_source = None if ctx.source is None else gather_tokens(ctx.source[:, p:], rest_idx).sum(dim=1, keepdim=True)
+    fused_size = rest_size.sum(dim=1, keepdim=True)
+    fused_source = None if rest_source is None else rest_source.sum(dim=1, keepdim=True)
     return _prefix_then_kept(ctx, selection, fused_x=fused_x, fused_size=fused_size, fused_source=fused_source)
 
 

@@ -40,6 +40,6 @@ def fuse_attention(ctx: TokenContext, scores: torch.Tensor, n_keep: int) -> Redu
     """EViT's inattentive-token fusion: keep the top ``n_keep`` and append one token equal to the sum of
     the others weighted by their head-mean [CLS] attention (the raw softmax weights, not renormalised),
     as the official evit.py does. The fused token is appended last and is an ordinary token later."""
-    selection = keep_topk(ctx, scores, n_keep)
+    selection = keep_topk(ctx, scores, n_keep, with_rest=True)
     cls_attn = ctx.cls_attn[:, :, ctx.num_prefix_tokens:].mean(dim=1)
     return fuse_rest(ctx, selection, weights=gather_tokens(cls_attn, selection.rest_idx))

@@ -212,6 +212,6 @@ def fuse_softmax(ctx: TokenContext, scores: torch.Tensor, n_keep: int, temperatu
     ``softmax(s_i / T)`` over the pruned set (Eq. 8). ``T -> 0`` keeps only the best pruned token,
     ``T -> inf`` gives the plain mean."""
     check_temperature(temperature)
-    selection = keep_topk(ctx, scores, n_keep)
+    selection = keep_topk(ctx, scores, n_keep, with_rest=True)
     w = torch.softmax(gather_tokens(scores, selection.rest_idx).float() / temperature, dim=1)
     return fuse_rest(ctx, selection, weights=w)
