@@ -208,7 +208,8 @@ class Selection:
 
 
 def keep_topk(ctx: TokenContext, scores: torch.Tensor, n_keep: int, *, with_rest: bool = False) -> Selection:
-    """Keep the ``n_keep`` best-scored prunable tokens (ties to the lower index, :func:`tokenprune.core.scorers.select_topk`).
+    """Keep the ``n_keep`` best-scored prunable tokens (ties to the lower index,
+    :func:`tokenprune.core.scorers.select_topk`).
 
     With ``with_rest`` (a reducer that fuses the rest) the tokens, their sizes and sources are gathered once each, in
     descending-score order, and split into the kept and the rest: one gather per tensor instead of two, the same
