@@ -76,6 +76,12 @@ def test_readme_findings_give_no_timed_verdict_and_markers_are_required(tmp_path
     body = publish.readme_findings(root)
     assert "reports/01_evit/01_evit.html" in body and tally_text(tally(RESULTS["claims"])) in body
     assert f"**{publish.TIMED_VERDICT}**" in body   # the timed headline claim's verdict is not stated
+    from tokenprune.study.findings import decided_claims
+
+    own, decided, against = decided_claims(RESULTS)   # the one line per paper opens the section
+    row = body.splitlines()[2]
+    assert "reports/01_evit/01_evit.html" in row
+    assert f"| {len(decided)} of {len(own)} | {len(decided) - against} / {against} |" in row
     text = f"intro\n{publish.MARKERS[0]}\nold\n{publish.MARKERS[1]}\noutro\n"
     new = publish.replace_between_markers(text, body)
     assert new.startswith("intro\n") and new.endswith("outro\n") and "old" not in new and body in new

@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 #: where a reader meets module paths in text
-TEXT_FILES = sorted([ROOT / "README.md", ROOT / "data" / "README.md", *(ROOT / "lib").rglob("*.py"),
+TEXT_FILES = sorted([ROOT / "README.md", ROOT / "data" / "README.md", ROOT / ".ci" / "README.md",
+                     *(ROOT / "lib").rglob("*.py"), *(ROOT / "lib").rglob("README.md"),
                      *(ROOT / "notebooks").glob("*.ipynb")])
 DOTTED = re.compile(r"\btokenprune(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 

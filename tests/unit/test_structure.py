@@ -249,7 +249,7 @@ def test_modules_are_short(package: Path):
 HISTORY = re.compile(r"\b(?:issue [0-9]|issue #|pending issue|what changed|round two\b|used to\b)", re.IGNORECASE)
 #: where the product's text lies: folders (every text file in them) and single files
 PRODUCT_FOLDERS = ("lib", "notebooks", "reports", "tests")
-PRODUCT_FILES = (".ci/run", "README.md", "data/README.md", "reports/README.md")
+PRODUCT_FILES = (".ci/run", ".ci/README.md", "README.md", "data/README.md", "reports/README.md")
 TEXT_SUFFIXES = {".py", ".ipynb", ".md", ".txt", ".yaml", ".yml", ".json", ".csv", ".toml", ".cfg", ".html", ""}
 SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", ".pytest_cache"}
 

@@ -17,7 +17,8 @@ from typing import Any, Mapping, Optional, Sequence
 
 from tokenprune.study.tally import Tally, tally, tally_text
 
-__all__ = ["Finding", "Findings", "findings", "findings_markdown", "limitations", "compute_used", "top_line",
+__all__ = ["Finding", "Findings", "findings", "findings_markdown", "limitations", "compute_used", "decided_claims",
+           "top_line",
            "headlines", "HEADLINE_RULE", "MAX_AGAINST",
            "FOR_THE_PAPER", "AGAINST_THE_PAPER"]
 
@@ -276,19 +277,26 @@ def _models_of(claims: Sequence[Mapping[str, Any]], chosen: Mapping[str, Any]) -
     return " and ".join(named)
 
 
+def decided_claims(results: Mapping[str, Any]) -> tuple[list, list, int]:
+    """A notebook's own claims on its paper (checks and timed claims aside), those decided here, and how many of
+    those were decided against the paper: what :func:`top_line` and the README's one line per paper count."""
+    from tokenprune.study.claims import VOCABULARY
+
+    own = [c for c in results.get("claims", []) if c["kind"] not in CHECKS and not c.get("timed")]
+    decided = [c for c in own if c["verdict"] in VOCABULARY[c["kind"]]]
+    return own, decided, sum(c["verdict"] == AGAINST_THE_PAPER[c["kind"]] for c in decided)
+
+
 def top_line(results: Mapping[str, Any], chosen: Optional[Mapping[str, Any]] = None) -> str:
     """What one notebook decided, on what, and what it leaves to a user's GPU and data, from its results alone (and
     notebook 00's ``chosen`` values, ``{"chosen": ..., "how": ...}``, to name the proxies): the paper's own claims
     (checks and timed claims aside) split into decided without training, decided on a model trained here, and not
     decided, the last by what would decide them (a paper-scale run, or a proxy in the papers' regime)."""
-    from tokenprune.study.claims import VOCABULARY
     from tokenprune.study.proxy.chosen import PROXY_CHOSEN
 
-    own = [c for c in results.get("claims", []) if c["kind"] not in CHECKS and not c.get("timed")]
+    own, decided, against = decided_claims(results)
     if not own:
         return ""
-    decided = [c for c in own if c["verdict"] in VOCABULARY[c["kind"]]]
-    against = sum(c["verdict"] == AGAINST_THE_PAPER[c["kind"]] for c in decided)
     plain = [c for c in decided if c["setting"] in WITHOUT_TRAINING]
     trained = [c for c in decided if c["setting"] not in WITHOUT_TRAINING]
     parts = [f"{len(decided)} of the {len(own)} claims on the paper (checks and timed claims aside) decided here "
