@@ -18,9 +18,7 @@ from typing import Any, Mapping, Optional, Sequence
 from tokenprune.study.tally import Tally, tally, tally_text
 
 __all__ = ["Finding", "Findings", "findings", "findings_markdown", "limitations", "compute_used", "decided_claims",
-           "top_line",
-           "headlines", "HEADLINE_RULE", "MAX_AGAINST",
-           "FOR_THE_PAPER", "AGAINST_THE_PAPER"]
+           "top_line", "headlines", "HEADLINE_RULE", "MAX_AGAINST", "FOR_THE_PAPER", "AGAINST_THE_PAPER"]
 
 #: the verdicts that count for the paper, by kind (a rejected objection leaves the paper standing)
 FOR_THE_PAPER = {"paper claim": "reproduced", "our hypothesis": "supported", "reviewer objection": "rejected"}

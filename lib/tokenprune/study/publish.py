@@ -78,8 +78,8 @@ def chosen_values(reports_dir: Path) -> dict:
 def readme_findings(reports_dir: Path, link_prefix: str = "reports") -> str:
     """The README's findings: one line per paper (its own claims decided here, for and against it, checks and timed
     claims aside, linking its report); then per notebook with claims, its top line
-    (:func:`tokenprune.study.findings.top_line`),
-    its tally (:func:`tokenprune.study.tally.tally_text`) and its headlines with their verdicts
+    (:func:`tokenprune.study.findings.top_line`), its tally (:func:`tokenprune.study.tally.tally_text`) and its
+    headlines with their verdicts
     (:func:`tokenprune.study.findings.headlines`, by :data:`~tokenprune.study.findings.HEADLINE_RULE`), linking its
     report; then the study's tally and its claims by setting.
     Timed claims are counted apart and their verdicts not given (they vary with the machine that runs them), so the
@@ -91,15 +91,16 @@ def readme_findings(reports_dir: Path, link_prefix: str = "reports") -> str:
 
     results = [r for r in load_results(reports_dir) if r["claims"]]
     chosen = chosen_values(reports_dir)
+    reports = {r["_dir"]: f"{link_prefix}/{r['_dir']}/{r['_dir']}.html" for r in results}
     lines = ["| paper | its claims decided here | for / against the paper |", "|---|---:|---:|"]
     for r in results:
         own, decided, against = decided_claims(r)
-        lines.append(f"| [{r.get('title') or r['name']}]({link_prefix}/{r['_dir']}/{r['_dir']}.html) | "
+        lines.append(f"| [{r.get('title') or r['name']}]({reports[r['_dir']]}) | "
                      f"{len(decided)} of {len(own)} | {len(decided) - against} / {against} |")
     lines += ["", HEADLINE_RULE, ""]
     every = [c for r in results for c in r["claims"]]
     for r in results:
-        report = f"{link_prefix}/{r['_dir']}/{r['_dir']}.html"
+        report = reports[r["_dir"]]
         lines.append(f"- **[{r.get('title') or r['name']}]({report})**: {top_line(r, chosen)}")
         lines.append(f"  - Tally: {tally_text(tally(r['claims']))}.")
         shown, more = headlines(r)
