@@ -163,3 +163,10 @@ def test_models_round2_builds_in_order_and_stops_at_a_paused_part(monkeypatch, c
     for bad in (["--round", "2", "--only", "s14_birds"], ["--round", "2", "--profile", "smoke"]):
         with pytest.raises(InputError):
             models_cli.main(bad)
+    # --list prints the round's recipes with their hashes and builds nothing
+    built.clear(), measured.clear(), capsys.readouterr()
+    assert models_cli.main(["--round", "2", "--list", "--only", names[1]]) == 0
+    assert built == [] and measured == []
+    printed = capsys.readouterr().out.splitlines()
+    recipe = round2.candidate_recipes()[names[1]]
+    assert [line.split(":")[0] for line in printed] == [f"{names[1]}-{recipe.recipe_hash()}"]

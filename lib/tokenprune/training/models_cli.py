@@ -69,7 +69,8 @@ def build_round(args: argparse.Namespace) -> int:
     """``--round N``: each candidate's base model of round N (a part at a time: a paused build says so and the
     command stops; running it again continues), then its cached off-the-shelf outputs and, where the pre-registered
     rule asks for them (:data:`tokenprune.training.proxy.finetunes.FINETUNED`), K5's fine-tunes (round 3: with their
-    control), in the round's order."""
+    control), in the round's order. With ``--list``: the round's recipes and their hashes (``--only``: these), nothing
+    built."""
     import importlib
 
     from tokenprune.training.base_models import ensure_model
@@ -79,6 +80,10 @@ def build_round(args: argparse.Namespace) -> int:
     module = importlib.import_module(f".round{args.round}", "tokenprune.training.proxy")
     recipes = round_recipes(args.round)
     names = [n for n in recipes if args.only is None or n in args.only]
+    if args.list:   # the recipes and their hashes, as without --round: nothing is built
+        for name in names:
+            print(f"{name}-{recipes[name].recipe_hash()}: {recipes[name].canonical_json()}")
+        return 0
     deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
     for name in names:
         where = getattr(module, "BUILT_ON", {}).get(name, "cpu")
