@@ -500,7 +500,7 @@ SENS = 5.0  # the constructed proxy's sensitivity factor (SynthBirds); Fashion-M
 
 
 def _file_all(rep, cfg, d, settings, m, gaps, models_table, scorer_macs=None, sensitivity=None):
-    sensitivity = {"parts": SENS} if sensitivity is None else sensitivity
+    sensitivity = {"parts": {"evit": SENS}} if sensitivity is None else sensitivity
     ev = filing.evidence(settings, m, gaps, models_table, d, cfg, sensitivity=sensitivity)
     filing.file_coverage_claims(rep, ev, settings)
     filing.file_faithfulness_claims(rep, ev, settings)
@@ -602,7 +602,8 @@ def _evidence(per, dataset="parts", sensitivity=SENS, n=400, seeds=(0,)):
     S = SimpleNamespace(name=f"{dataset}/small", blocks=[2, 6, 10], model_label="m", x_eval=torch.zeros(n, 1),
                         n_test_split=n, parts=None, run=None)
     return evidence.Evidence(dataset, S, {f"{dataset}/small": S}, _measurements(per, seeds=seeds), pd.DataFrame(),
-                             pd.DataFrame(), st.Layout(2, 6, 10, 0.25, 0.7, 0.01), cfg, sensitivity)
+                             pd.DataFrame(), st.Layout(2, 6, 10, 0.25, 0.7, 0.01), cfg, {"evit": sensitivity},
+                             proxy=True)
 
 
 def _agreement(n, agree_to):
@@ -640,7 +641,33 @@ def test_equal_faithfulness_margin_is_scaled_by_the_proxys_sensitivity(tmp_path)
     # at paper scale the margin applies as given (no proxy, no factor needed)
     paper = {(k[0].replace("parts", "cub"), *k[1:]): v for k, v in per.items()}
     ev = _evidence(paper, dataset="cub", sensitivity=None)
-    assert ev.sensitivity_premise().holds and ev.scale is None and ev.band is None
+    assert ev.sensitivity_premise("equal_faithfulness").holds and ev.scale("equal_faithfulness") is None
+    assert ev.band is None
+
+
+def test_a_proxy_without_the_familys_factor_is_told_apart_from_a_model_that_is_no_proxy():
+    """Every claim here that reads a factor is EViT-type: on a proxy without one the premise names the family's
+    missing reference, on another model that it is no proxy; a ToMe factor scales none of them. Notebook 00's
+    fallback is a proxy with no EViT factor."""
+    import dataclasses
+
+    from tokenprune.study.proxy import plan
+
+    assert set(cl.SENSITIVITY_FAMILY) == {*cl.SCALED_MARGIN_KEYS, "decoupled", "decoupled_equal_keep"}
+    assert set(cl.SENSITIVITY_FAMILY.values()) == {"evit"}
+    on_proxy = _evidence({}, sensitivity=None)
+    no_proxy = dataclasses.replace(on_proxy, proxy=False)
+    for key, family in cl.SENSITIVITY_FAMILY.items():
+        a, b = on_proxy.sensitivity_premise(key), no_proxy.sensitivity_premise(key)
+        assert not a.holds and not b.holds and a.fails_as == b.fails_as == NT
+        assert plan.missing_factor(family) in a.detail and plan.missing_factor(family) not in b.detail
+    tome_only = dataclasses.replace(on_proxy, sensitivity={"tome": 0.5, "evit": None})
+    assert tome_only.scale("just_as_accurate") is None and tome_only.band is None
+    assert not tome_only.sensitivity_premise("decoupled").holds
+    cfg, d, settings, m, gaps, models_table = _fake_run()
+    evs = {e.dataset: e for e in filing.evidence(settings, m, gaps, models_table, d, cfg)}
+    assert evs["parts"].proxy and evs["parts"].sensitivity == {"evit": None}
+    assert not evs["fmnist"].proxy and evs["fmnist"].sensitivity == {}
 
 
 def test_just_as_accurate_compares_top1_with_the_standard_method_within_the_scaled_margin(tmp_path):
@@ -771,7 +798,7 @@ def test_early_and_intermediate_claims_rest_on_the_datasets_construction(tmp_pat
         assert c.verdict == I and cl.EARLY_PARTS_HIDDEN in c.details["failed premises"]
         assert "rule alone" in c.details
         assert cl.EARLY_PARTS_HIDDEN not in (claims[f"decouple.{key}.fmnist"].details or {}).get("failed premises", {})
-    ev = filing.evidence(settings, m, gaps, models_table, d, cfg, sensitivity={"parts": SENS})
+    ev = filing.evidence(settings, m, gaps, models_table, d, cfg, sensitivity={"parts": {"evit": SENS}})
     p = filing.early_parts_premise(next(e for e in ev if e.dataset == "parts"))[cl.EARLY_PARTS_HIDDEN]
     assert not p.holds and p.fails_as == I
     assert filing.early_parts_premise(next(e for e in ev if e.dataset == "fmnist")) == {}

@@ -482,8 +482,35 @@ def test_robust_claim_scales_its_margin_by_the_proxy_and_needs_one(monkeypatch):
 
 
 def _sensitivity_factor(monkeypatch, factor):
-    """The base model ``m`` as a proxy whose sensitivity factor is ``factor`` (None: not a proxy)."""
-    monkeypatch.setattr(chosen, "sensitivity_of", lambda name: factor if name == "m" else None)
+    """The base model ``m`` as a proxy whose sensitivity factor for EViT-type claims is ``factor`` (None: not a
+    proxy)."""
+    monkeypatch.setattr(chosen, "sensitivity_of", lambda name, family: factor if (name, family) == ("m", "evit")
+                        else None)
+
+
+def test_an_evit_family_margin_on_a_proxy_has_no_factor(monkeypatch):
+    """The paper's margins are EViT-type: on a proxy notebook 00 chose, whose ToMe factor exists, they have no factor
+    (no verified DeiT-S reference), so the equivalence claims are not testable with that missing premise named, not
+    with 'not a proxy'; at the paper profile the margin applies as given."""
+    from tokenprune.study.proxy import plan
+    from tokenprune.training.proxy import round2
+
+    name = round2.CANDIDATES[0].name
+    monkeypatch.setattr(chosen, "CHOSEN", {**chosen.CHOSEN, round2.CANDIDATES[0].role: name})
+    monkeypatch.setattr(chosen, "_proxy_measurements", lambda n: {"tome_cost": 2.0, "cost@0.7": 3.0}
+                        if chosen.is_proxy(n) else None)
+    cfg = _cfg(base_model=name)
+    assert designs.FAMILY == "evit" and chosen.sensitivity_of(name, "tome") == pytest.approx(2.0)
+    assert designs.margin_factor(cfg) is None and designs.margin_factor(_cfg(profile="paper")) == 1.0
+    assert plan.missing_factor("evit") in designs.no_margin_factor(cfg).why
+    assert plan.missing_factor("evit") not in designs.no_margin_factor(_cfg()).why      # "m": not a proxy
+    base = np.random.default_rng(4).random(400) < 0.8
+    preds = {n: _preds(base) for n in ("variance", "medad", "variance_r03", "medad_r03")}
+    rep = _rep()
+    sweep.variance_vs_medad(rep, preds, cfg, _subjects())
+    c = _claim(rep, "varmedad.variance_vs_medad")
+    assert c.verdict == "not testable here" and c.our_value == pytest.approx(0.0)
+    assert plan.missing_factor("evit") in c.why + str((c.details or {}).get("rule's reason", ""))
 
 
 def test_added_claim_functions_file_their_claims(monkeypatch):

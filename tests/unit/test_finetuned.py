@@ -169,5 +169,36 @@ def test_the_sensitivity_factor_is_the_proxys_tome_cost_over_deit_s():
     c = next(c for c in proxy_plan.CANDIDATES + round2.CANDIDATES if c.name == C.FINE_GRAINED)
     tome = proxy_calibration.measurements(c, proxy_outputs.load(c)[0])["tome_cost"]
     ref = paper_numbers.DEIT_CLASS_OFF_THE_SHELF["tome_deit_s_r13_pp"]
-    assert C.sensitivity_of(C.FINE_GRAINED) == pytest.approx(tome / ref) == C.sensitivity_of(f"{C.FINE_GRAINED}_smoke")
-    assert C.sensitivity_of(C.AUDIT_MODEL) is None   # not a proxy
+    assert (C.sensitivity_of(C.FINE_GRAINED, "tome") == pytest.approx(tome / ref)
+            == C.sensitivity_of(f"{C.FINE_GRAINED}_smoke", "tome"))
+    assert C.sensitivity_of(C.FINE_GRAINED, "evit") is None   # a proxy, but EViT-type claims have no factor
+    assert C.is_proxy(C.FINE_GRAINED) and C.is_proxy(f"{C.FINE_GRAINED}_smoke")
+    assert C.sensitivity_of(C.AUDIT_MODEL, "tome") is None and not C.is_proxy(C.AUDIT_MODEL)   # not a proxy
+    assert C.why_no_factor(C.FINE_GRAINED, "evit") == proxy_plan.missing_factor("evit")
+    assert C.why_no_factor(C.FINE_GRAINED, "tome") == ""
+    assert C.why_no_factor(C.AUDIT_MODEL, "evit") not in ("", proxy_plan.missing_factor("evit"))   # not a proxy
+    with pytest.raises(ValueError):
+        C.sensitivity_of(C.FINE_GRAINED, "bat")
+
+
+def test_the_fallback_states_the_factor_its_claims_use():
+    """The fallback's limitation on EViT-type claims names their missing factor and not the ToMe factor; on every
+    family it gives each one's; both from the same factors as the claims."""
+    from tokenprune.study.proxy import plan as proxy_plan
+
+    m = C._proxy_measurements(C.FINE_GRAINED)
+    tome = f"{C.sensitivity_of(C.FINE_GRAINED, 'tome'):.2f}"
+    evit = C.fallback_limitation(C.FINE_GRAINED, "evit")
+    assert evit.endswith(proxy_plan.missing_factor("evit")) and tome not in evit.split(";")[-1]
+    assert C.sensitivity_text(m, "evit") == proxy_plan.missing_factor("evit")
+    assert tome in C.sensitivity_text(m, "tome") and tome in C.fallback_limitation(C.FINE_GRAINED)
+    assert C.bar_premise(C.FINE_GRAINED, "fine-grained", family="evit").limitation == evit
+
+
+def test_is_proxy_follows_the_choice(monkeypatch):
+    from tokenprune.training.proxy import round2
+
+    name = round2.CANDIDATES[0].name
+    assert not C.is_proxy(name) and not C.is_proxy("no_such_model")
+    monkeypatch.setattr(C, "CHOSEN", {**C.CHOSEN, round2.CANDIDATES[0].role: name})
+    assert C.is_proxy(name) and C.is_proxy(f"{name}_smoke")

@@ -71,8 +71,24 @@ def test_band_distance_is_zero_inside_and_a_log_factor_outside():
     assert P.band_distance({**GOOD, "cost@0.7": -1.0}) == math.inf
 
 
-def test_sensitivity_scales_by_deit_s_tome_cost():
+def test_the_families_are_round_3s_declaration():
+    from tokenprune.training.proxy.round3 import SENSITIVITY
+
+    assert set(P.FAMILIES) == set(SENSITIVITY) == {"tome", "evit"}
+    assert all(P.FAMILIES[k].measure == SENSITIVITY[k]["measure"] for k in SENSITIVITY)
+    assert P.FAMILIES["tome"].reference == pn.DEIT_CLASS_OFF_THE_SHELF["tome_deit_s_r13_pp"]
+    assert P.FAMILIES["evit"].reference is None and P.FAMILIES["evit"].measure == "cost@0.7"
+
+
+def test_the_tome_factor_scales_by_deit_s_tome_cost_and_evit_has_none():
     ref = pn.DEIT_CLASS_OFF_THE_SHELF["tome_deit_s_r13_pp"]
-    assert P.sensitivity(3 * ref) == pytest.approx(3.0)
-    assert P.sensitivity(0.0) is None
+    m = {"tome_cost": 3 * ref, "cost@0.7": 2.0}
+    assert P.family_factor(m, "tome") == pytest.approx(3.0) and P.missing_factor("tome", m) == ""
+    assert P.family_factor(m, "evit") is None                    # no verified DeiT-S reference, whatever the cost
+    assert P.missing_factor("evit", m) == P.missing_factor("evit") != ""
+    for bad in ({"tome_cost": 0.0}, {"tome_cost": -0.4}, {"tome_cost": float("nan")}, {"tome_cost": None}, {}):
+        assert P.family_factor(bad, "tome") is None and P.missing_factor("tome", bad) != ""
+    assert P.missing_factor("tome", {"tome_cost": 0.0}) != P.missing_factor("tome", {}) != P.missing_factor("evit")
+    with pytest.raises(ValueError):
+        P.family_factor(m, "bat")
     assert P.DEIT_S_MAC_RATIO == pytest.approx(2.7 / 4.6)

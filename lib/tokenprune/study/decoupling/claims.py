@@ -12,9 +12,10 @@ holds rejects them. Where the summary gives no number, the effect in dispute is 
 None: :func:`effect_in_dispute`).
 
 Two rules of the study are declared here. A tolerance given in ImageNet points that meets a proxy is scaled by the
-proxy's sensitivity factor (:func:`tokenprune.study.proxy.chosen.sensitivity_of`), or the claim is not testable
-(premise :data:`SENSITIVITY_KNOWN`): the equivalence margins of 'almost identical' faithfulness and of 'just as
-accurate' top-1, and the band of DeiT-S's pruning cost that says which configurations the title claim counts
+proxy's sensitivity factor for the claim's family (:data:`SENSITIVITY_FAMILY`,
+:func:`tokenprune.study.proxy.chosen.sensitivity_of`), or the claim is not testable (premise
+:data:`SENSITIVITY_KNOWN`): the equivalence margins of 'almost identical' faithfulness and of 'just as accurate'
+top-1, and the band of DeiT-S's pruning cost that says which configurations the title claim counts
 (:func:`regime_band`). A figure the summary gives for one dataset is not transferred to another (premise
 :data:`FIGURE_FOR_DATASET`): the "more than six percentage points" are FGVC-Aircraft's.
 """
@@ -34,7 +35,8 @@ from tokenprune.study.paper_runs import FULL_SCHEDULE, paper_scale_id
 from tokenprune.study.verdicts import AllOf, Above, Below, Beyond, Criteria, Flag, Inside
 
 __all__ = ["CLAIMS", "KEYS", "GAIN_THRESHOLD_PP", "GAIN_DATASET", "DECOUPLED_MARGIN", "FAST_TOLERANCE_PCT",
-           "REGIME_CRITERION", "REGIME_BAND", "regime_band", "SCALED_MARGIN_KEYS", "scaled_margin",
+           "REGIME_CRITERION", "REGIME_BAND", "regime_band", "SCALED_MARGIN_KEYS", "SENSITIVITY_FAMILY",
+           "scaled_margin",
            "HEAD_PARAMS_FROM_SOURCES", "CEILING", "STAND_IN", "ENOUGH_CONFIGS", "ENOUGH_CONFIGS_PER_KEEP",
            "SENSITIVITY_KNOWN", "FIGURE_FOR_DATASET", "EARLY_PARTS_HIDDEN", "HEAD_SIZE_GIVEN", "ACCURACY_CEILING",
            "PAPER_VALUE", "declaration", "effect_in_dispute",
@@ -75,6 +77,10 @@ def regime_band(sensitivity: Optional[float]) -> Optional[tuple[float, float]]:
 
 #: the claims whose ``margin`` is a tolerance in ImageNet points (top-1 agreement, top-1), scaled on a proxy
 SCALED_MARGIN_KEYS = ("equal_faithfulness", "just_as_accurate")
+#: the claim family (:data:`tokenprune.study.proxy.plan.FAMILIES`) of each claim that reads a sensitivity factor: the
+#: scaled margins compare a model pruned by the sensitivity head's top-k with one pruned by [CLS] attention's top-k,
+#: and the title claim's band is K2's, EViT's cost at keep 0.7: all EViT-type (no claim here is about merging)
+SENSITIVITY_FAMILY = {key: "evit" for key in (*SCALED_MARGIN_KEYS, "decoupled", "decoupled_equal_keep")}
 
 
 def scaled_margin(margin: float, sensitivity: Optional[float]) -> float:
@@ -94,7 +100,8 @@ STAND_IN = ("SynthBirds' class-defining parts stand in for 'the features humans 
 #: cost within :data:`REGIME_BAND` x the proxy's sensitivity factor, :func:`regime_band`); every one at paper scale
 ENOUGH_CONFIGS = "at least 5 configurations in DeiT-S's cost regime"
 ENOUGH_CONFIGS_PER_KEEP = "at least 5 configurations in DeiT-S's cost regime in some keep rate"
-#: fails as not testable: a tolerance in ImageNet points meets a proxy whose sensitivity factor (notebook 00) is unknown
+#: fails as not testable: a tolerance in ImageNet points meets a model with no sensitivity factor for the claim's family
+#: (not a proxy notebook 00 chose, or a proxy on which the family has none)
 SENSITIVITY_KNOWN = "the proxy's sensitivity factor is known"
 #: fails as not testable: "more than six percentage points" is FGVC-Aircraft's figure, not transferred to another
 FIGURE_FOR_DATASET = "the summary gives its figure for this dataset"

@@ -1,12 +1,13 @@
 """What notebook 04's claims on one dataset read and how each is filed: the dataset's :class:`Evidence` (its small
-model's setting, the measurements, the layout and, on a proxy, the sensitivity factor of :func:`proxy_sensitivity`),
+model's setting, the measurements, the layout and, on a proxy, the sensitivity factor of each claim family,
+:func:`proxy_sensitivity`),
 the paired per-image design of a comparison (:func:`paired_design`), the training runs' premise
 (:func:`training_premise`), and :func:`tokenprune.study.claims.file_claim` with a summary after the reason
 (:func:`file_summarised`) or with nothing measured (:func:`file_unmeasured`)."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Mapping, Optional
 
@@ -21,11 +22,11 @@ from tokenprune.study.decoupling import claims as decl
 from tokenprune.study.decoupling.data import PAPER_DATASET, PAPER_DIRS, Setting, fmnist_model_name, part_model_name
 from tokenprune.study.decoupling.measurements import Measurements
 from tokenprune.study.decoupling.settings import TRAINED, Layout
-from tokenprune.study.proxy import chosen
+from tokenprune.study.proxy import chosen, plan
 from tokenprune.study.proxy.audit_model import gated
 from tokenprune.study.verdicts import Decision, Premise
 
-__all__ = ["Evidence", "proxy_sensitivity", "paired_design", "training_premise", "file_summarised",
+__all__ = ["Evidence", "proxy_sensitivity", "is_proxy", "paired_design", "training_premise", "file_summarised",
            "file_unmeasured"]
 
 
@@ -85,20 +86,35 @@ def file_unmeasured(rep: Any, d: Declaration, decision: Decision, *, keys: Mappi
                       details={"premises not read": unread} if unread else None)
 
 
-def proxy_sensitivity(dataset: str, cfg: SimpleNamespace) -> Optional[float]:
-    """The sensitivity factor of the small model of ``dataset`` when it is a proxy notebook 00 chose
-    (:func:`tokenprune.study.proxy.chosen.sensitivity_of`), else None (at paper scale no factor is needed)."""
+def _small_model(dataset: str, cfg: SimpleNamespace) -> Optional[str]:
+    """The small model of a proxy dataset (None at paper scale)."""
     if dataset in PAPER_DIRS:
         return None
     name = {"parts": part_model_name, "fmnist": fmnist_model_name}.get(dataset)
-    return None if name is None else chosen.sensitivity_of(name(cfg))
+    return None if name is None else name(cfg)
+
+
+def proxy_sensitivity(dataset: str, cfg: SimpleNamespace, family: str) -> Optional[float]:
+    """The sensitivity factor of ``family``'s claims on the small model of ``dataset`` when it is a proxy notebook 00
+    chose (:func:`tokenprune.study.proxy.chosen.sensitivity_of`), else None (at paper scale no factor is needed; a
+    proxy may have none for a family: :func:`is_proxy` tells the two apart)."""
+    name = _small_model(dataset, cfg)
+    return None if name is None else chosen.sensitivity_of(name, family)
+
+
+def is_proxy(dataset: str, cfg: SimpleNamespace) -> bool:
+    """Whether the small model of ``dataset`` is a proxy notebook 00 chose
+    (:func:`tokenprune.study.proxy.chosen.is_proxy`)."""
+    name = _small_model(dataset, cfg)
+    return name is not None and chosen.is_proxy(name)
 
 
 @dataclass
 class Evidence:
     """What the claims on one dataset read: its small model's setting ``S`` (and every setting), the measurements,
-    the gaps and settings tables, the layout, the settings ``cfg`` and, on a proxy, its ``sensitivity`` factor
-    (None: not known; :func:`proxy_sensitivity`)."""
+    the gaps and settings tables, the layout, the settings ``cfg``, whether the small model is a ``proxy`` notebook 00
+    chose (:func:`is_proxy`) and its ``sensitivity`` factor by claim family (a key of
+    :data:`tokenprune.study.proxy.plan.FAMILIES`; None or absent: none; :func:`proxy_sensitivity`)."""
 
     dataset: str
     S: Setting
@@ -108,35 +124,47 @@ class Evidence:
     models_table: pd.DataFrame
     d: Layout
     cfg: SimpleNamespace
-    sensitivity: Optional[float] = None
+    sensitivity: Mapping[str, Optional[float]] = field(default_factory=dict)
+    proxy: bool = False
 
     @property
     def on_proxy(self) -> bool:
         """Below the paper profile (SynthBirds, Fashion-MNIST): a tolerance in ImageNet points needs the factor."""
         return self.dataset not in PAPER_DIRS
 
-    @property
-    def scale(self) -> Optional[float]:
-        """The factor an ImageNet-point tolerance is multiplied by: the proxy's sensitivity, None at paper scale (or
-        on a proxy without one, whose claims :meth:`sensitivity_premise` makes not testable)."""
-        return self.sensitivity if self.on_proxy else None
+    def scale(self, key: str) -> Optional[float]:
+        """The factor an ImageNet-point tolerance of claim ``key`` is multiplied by: the proxy's sensitivity factor
+        for the claim's family (:data:`~tokenprune.study.decoupling.claims.SENSITIVITY_FAMILY`); None at paper scale,
+        for a claim without a family, or on a model without a factor for it (whose claims
+        :meth:`sensitivity_premise` makes not testable)."""
+        family = decl.SENSITIVITY_FAMILY.get(key)
+        return self.sensitivity.get(family) if self.on_proxy and family is not None else None
 
     @property
     def band(self) -> Optional[tuple]:
         """The agreement-cost band (points) of the configurations the title claim counts; None: every one."""
-        return decl.regime_band(self.scale)
+        return decl.regime_band(self.scale("decoupled"))
 
-    def sensitivity_premise(self) -> Premise:
-        """:data:`~tokenprune.study.decoupling.claims.SENSITIVITY_KNOWN` (fails as not testable)."""
+    def sensitivity_premise(self, key: str) -> Premise:
+        """:data:`~tokenprune.study.decoupling.claims.SENSITIVITY_KNOWN` for claim ``key`` (fails as not testable):
+        what is missing names the model that is not a proxy, or the claim's family that has no factor on the proxy
+        (:func:`tokenprune.study.proxy.plan.missing_factor`)."""
         if not self.on_proxy:
             return Premise(decl.SENSITIVITY_KNOWN, True, "paper scale: DeiT-S itself, no proxy; the tolerance applies "
                                                          "as given")
-        if self.sensitivity is None:
+        family = decl.SENSITIVITY_FAMILY[key]
+        factor = self.scale(key)
+        if factor is None and not self.proxy:
             return Premise(decl.SENSITIVITY_KNOWN, False, f"{self.S.model_label} is not a proxy notebook 00 chose: no "
                                                           "sensitivity factor scales a tolerance in ImageNet points",
                            fails_as=verdicts.NOT_TESTABLE)
-        return Premise(decl.SENSITIVITY_KNOWN, True, f"factor {self.sensitivity:.2f} (notebook 00: the proxy's "
-                                                     "off-the-shelf ToMe cost over DeiT-S's)")
+        if factor is None:
+            return Premise(decl.SENSITIVITY_KNOWN, False, f"{self.S.model_label} is a proxy notebook 00 chose, but "
+                                                          f"{plan.missing_factor(family)}",
+                           fails_as=verdicts.NOT_TESTABLE)
+        f = plan.FAMILIES[family]
+        return Premise(decl.SENSITIVITY_KNOWN, True, f"factor {factor:.2f} for {f.label} (notebook 00: the proxy's "
+                                                     f"{f.measure_text} over DeiT-S's)")
 
     @property
     def small(self) -> str:
@@ -186,7 +214,7 @@ class Evidence:
         d, k = self.declaration(key)
         record = None
         if design is not None:
-            g = gated(decision, decl.effect_in_dispute(d, self.cfg, self.dataset, self.scale), design)
+            g = gated(decision, decl.effect_in_dispute(d, self.cfg, self.dataset, self.scale(key)), design)
             decision, record = g.decision, g.design
         return file_summarised(rep, d, decision, keys={**k, **keys}, summary=summary, details=details,
                                premises={**self.premises(*extra), **premises}, design=record,

@@ -9,10 +9,10 @@ analytic MACs at the paper's scale. What each dataset's claims read is its
 per-image design (:func:`~tokenprune.study.decoupling.evidence.paired_design`) and is gated on detecting the effect in
 dispute (:func:`tokenprune.study.proxy.audit_model.gated`) before :func:`~tokenprune.study.claims.file_claim` applies
 its declared premises: those measured here (the ceiling, the stand-in, enough configurations), the proxy's
-sensitivity factor (:func:`~tokenprune.study.decoupling.evidence.proxy_sensitivity`), the dataset the summary's figure
-is given for, the dataset's construction (:func:`early_parts_premise`), the head's size in the sources
-(:func:`head_size_premise`) and the training runs' whole schedule at paper scale are given per filing; the part
-model's bar is registered on the report by the notebook.
+sensitivity factor for the claim's family (:func:`~tokenprune.study.decoupling.evidence.proxy_sensitivity`), the
+dataset the summary's figure is given for, the dataset's construction (:func:`early_parts_premise`), the head's size
+in the sources (:func:`head_size_premise`) and the training runs' whole schedule at paper scale are given per filing;
+the part model's bar is registered on the report by the notebook.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ from tokenprune.study import verdicts
 from tokenprune.study.decoupling import claims as decl
 from tokenprune.study.decoupling.cost import fast_values
 from tokenprune.study.decoupling.data import PAPER_DATASET
-from tokenprune.study.decoupling.evidence import (Evidence, file_summarised, file_unmeasured, paired_design,
-                                                  proxy_sensitivity)
+from tokenprune.study.decoupling.evidence import (Evidence, file_summarised, file_unmeasured, is_proxy,
+                                                  paired_design, proxy_sensitivity)
 from tokenprune.study.decoupling.measurements import (CENTRE_FAMILY_ALPHA, Measurements, centre_family, centre_values,
                                                       decoupling_stats, human_features_values, seeds_agree)
 from tokenprune.study.decoupling.settings import Layout, mid_block
@@ -50,12 +50,17 @@ def _fmt(x) -> str:
 
 
 def evidence(settings: dict, m: Measurements, gaps: pd.DataFrame, models_table: pd.DataFrame, d: Layout,
-             cfg: SimpleNamespace, sensitivity: Optional[Mapping[str, Optional[float]]] = None) -> list[Evidence]:
-    """The evidence of every dataset whose small model ran; ``sensitivity``: each dataset's proxy factor (default:
-    :func:`proxy_sensitivity`)."""
+             cfg: SimpleNamespace, sensitivity: Optional[Mapping[str, Mapping[str, Optional[float]]]] = None
+             ) -> list[Evidence]:
+    """The evidence of every dataset whose small model ran; ``sensitivity``: the proxy datasets with each one's
+    factor by claim family (a dataset not in it is not a proxy; default: notebook 00's, :func:`is_proxy` and
+    :func:`proxy_sensitivity` for each family of :data:`~tokenprune.study.decoupling.claims.SENSITIVITY_FAMILY`)."""
     run = sorted({n.split("/")[0] for n in settings if n.endswith("/small")})
-    factor = (lambda ds: sensitivity.get(ds)) if sensitivity is not None else (lambda ds: proxy_sensitivity(ds, cfg))
-    return [Evidence(ds, settings[f"{ds}/small"], settings, m, gaps, models_table, d, cfg, factor(ds)) for ds in run]
+    families = sorted(set(decl.SENSITIVITY_FAMILY.values()))
+    if sensitivity is None:
+        sensitivity = {ds: {f: proxy_sensitivity(ds, cfg, f) for f in families} for ds in run if is_proxy(ds, cfg)}
+    return [Evidence(ds, settings[f"{ds}/small"], settings, m, gaps, models_table, d, cfg,
+                     dict(sensitivity.get(ds, {})), proxy=ds in sensitivity) for ds in run]
 
 
 def _file_not_run(rep: Any, keys: tuple, settings: dict) -> None:
@@ -298,21 +303,23 @@ def file_faithfulness_claims(rep: Any, evidences: list[Evidence], settings: dict
         m, d, cfg = ev.m, ev.d, ev.cfg
         x = m.per_image(ev.small, d.mid, d.low_keep, "sensitivity", "agree")
         y = m.per_image(ev.small, d.mid, d.low_keep, "cls_attention", "agree")
-        tost = significance.tost_paired(x, y, margin=round(decl.scaled_margin(cfg.margin, ev.scale) / 100, 6))
+        scale = ev.scale("equal_faithfulness")
+        tost = significance.tost_paired(x, y, margin=round(decl.scaled_margin(cfg.margin, scale) / 100, 6))
         ceiling = Premise(decl.CEILING, holds=not min(x.mean(), y.mean()) >= cfg.ceiling,
                           detail=f"ceiling {100 * cfg.ceiling:g} %; agreements {100 * y.mean():.1f} % and "
                                  f"{100 * x.mean():.1f} %")
-        decision = decl.equal_faithfulness_rule(cfg.margin, ev.scale).decide(
+        decision = decl.equal_faithfulness_rule(cfg.margin, scale).decide(
             {"equivalent": tost.equivalent,
              "agreement difference (fraction)": (tost.mean_diff, tost.ci_low, tost.ci_high)})
         design = paired_design(x, y, ev.n_split, f"top-1 agreement with the unpruned model, sensitivity - "
                                                  f"cls_attention, block {d.mid}, keep {d.low_keep:g}; sensitivity "
                                                  "head: mean of the seeds per image")
         ev.file(rep, "equal_faithfulness", decision, design=design,
-                premises={decl.CEILING: ceiling, decl.SENSITIVITY_KNOWN: ev.sensitivity_premise()},
+                premises={decl.CEILING: ceiling,
+                          decl.SENSITIVITY_KNOWN: ev.sensitivity_premise("equal_faithfulness")},
                 summary=f"agreement [CLS] attention {100 * y.mean():.1f} %, head {100 * x.mean():.1f} %, TOST p "
                         f"{tost.p_value:.3f}",
-                details={"where": ev.where, "margin, pp": round(decl.scaled_margin(cfg.margin, ev.scale), 3)},
+                details={"where": ev.where, "margin, pp": round(decl.scaled_margin(cfg.margin, scale), 3)},
                 our_value=round(100 * tost.mean_diff, 2),
                 ci=[round(100 * tost.ci_low, 2), round(100 * tost.ci_high, 2)])
         _just_as_accurate(rep, ev)
@@ -345,9 +352,10 @@ def _just_as_accurate(rep: Any, ev: Evidence) -> None:
     ceiling = Premise(decl.ACCURACY_CEILING, holds=bool(agree) and min(agree) < 100 * cfg.ceiling,
                       detail=f"ceiling {100 * cfg.ceiling:g} %; agreements " +
                              (" and ".join(f"{a:.1f} %" for a in agree) or "not measured"))
-    margin = decl.scaled_margin(cfg.margin, ev.scale)
+    scale = ev.scale("just_as_accurate")
+    margin = decl.scaled_margin(cfg.margin, scale)
     tost = significance.tost_paired(x, y, margin=round(margin / 100, 6))
-    decision = decl.just_as_accurate_rule(cfg.margin, ev.scale).decide(
+    decision = decl.just_as_accurate_rule(cfg.margin, scale).decide(
         {"equivalent": tost.equivalent, "top-1 difference (fraction)": (tost.mean_diff, tost.ci_low, tost.ci_high)})
     design = paired_design(x, y, ev.n_split, f"top-1 correctness, sensitivity - cls_attention, block {d.mid}, keep "
                                              f"{d.low_keep:g}; sensitivity head: mean of the seeds per image")
@@ -356,7 +364,8 @@ def _just_as_accurate(rep: Any, ev: Evidence) -> None:
     if unpruned is not None:
         top1["unpruned"] = round(unpruned, 2)
     ev.file(rep, "just_as_accurate", decision, design=design,
-            premises={decl.ACCURACY_CEILING: ceiling, decl.SENSITIVITY_KNOWN: ev.sensitivity_premise()},
+            premises={decl.ACCURACY_CEILING: ceiling,
+                      decl.SENSITIVITY_KNOWN: ev.sensitivity_premise("just_as_accurate")},
             summary=f"top-1 [CLS] attention {top1['[CLS] attention']:.1f} %, head {top1['sensitivity head']:.1f} %, "
                     f"TOST p {tost.p_value:.3f}",
             details={"where": ev.where, "margin, pp": round(margin, 3), "top-1 %": top1},
@@ -373,15 +382,15 @@ def file_decoupling_claims(rep: Any, evidences: list[Evidence], settings: dict) 
         cfg = ev.cfg
         band = ev.band
         st = decoupling_stats(ev.m, ev.small, cfg.keep_rates, cfg.n_boot, cfg.seed, cost_band=band)
-        scaled = ev.sensitivity_premise()
         band_txt = ("every configuration (paper scale)" if band is None and not ev.on_proxy else
                     "every configuration (no factor)" if band is None else
                     f"agreement cost {band[0]:.1f}-{band[1]:.1f} points (K2's {decl.REGIME_BAND[0]:g}-"
-                    f"{decl.REGIME_BAND[1]:g} x {ev.sensitivity:.2f})")
+                    f"{decl.REGIME_BAND[1]:g} x {ev.scale('decoupled'):.2f})")
         for key, iv, what, name, enough in (
                 ("decoupled", st.pooled, "rank correlation", decl.ENOUGH_CONFIGS, st.n_configs >= 5),
                 ("decoupled_equal_keep", st.stratified, "mean within-keep-rate rank correlation",
                  decl.ENOUGH_CONFIGS_PER_KEEP, st.n_strata >= 1)):
+            scaled = ev.sensitivity_premise(key)
             premise = Premise(name, holds=enough, detail=f"{st.n_configs} of {st.n_measured} configurations in "
                                                          f"{band_txt}; per keep rate {st.strata}")
             e, lo, hi = iv

@@ -348,7 +348,8 @@ CLAIMS = DeclarationTable("evit", [
         id="evit.t2.fusion_beats_drop.keep{keep:g}.off_the_shelf.synthbirds",
         statement="At keep {keep:g}, fusing the inattentive tokens gives higher top-1 than dropping them on SynthBirds "
                   "(DeiT-S {fused} fused vs {dropped} dropped: a direction claim about a {paper_diff:g}-point "
-                  "difference; effect in dispute: that difference x the proxy's sensitivity, notebook 00)",
+                  "difference; effect in dispute: that difference x the proxy's sensitivity factor for EViT-type "
+                  "claims where notebook 00 has one, else unscaled)",
         quote=_FUSION_TEXT, where="EViT Table 2 / README", rule=FUSION_BEATS_DROP,
         unit="top-1 points (fused - dropped)", premises=(OWN_TEST, FINE_GRAINED_BAR), setting="proxy", section="§6c"),
     # §7-9 on the proxy

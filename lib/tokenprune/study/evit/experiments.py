@@ -429,8 +429,9 @@ def synthbirds_sweep(rep: Any, cfg: Any) -> SynthBirds:
     d, _ = paper_fusion_side(k)
     decl = CLAIMS[_fusion_template(k, ".synthbirds")]
     c = birds.compare(preds[f"fuse@{k:g}"], preds[f"drop@{k:g}"])
-    # DeiT-S's difference is in ImageNet points: the effect in dispute is scaled by the proxy's sensitivity
-    sens = chosen.sensitivity_of(cfg.parts_model)
+    # DeiT-S's difference is in ImageNet points: the effect in dispute is scaled by the proxy's sensitivity factor for
+    # EViT-type claims; without one the claim, a direction, is decided as such on DeiT-S's difference unscaled
+    sens = chosen.sensitivity_of(cfg.parts_model, "evit")
     effect = abs(d) * sens if sens else abs(d)
     g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), effect, birds.design(preds[f"fuse@{k:g}"],
                                                                                    preds[f"drop@{k:g}"]))
@@ -439,5 +440,6 @@ def synthbirds_sweep(rep: Any, cfg: Any) -> SynthBirds:
                                                                                 cfg.seed)},
          why=f"{cfg.parts_model} on its own test images, off the shelf, {len(yb)} images, McNemar p={c.p:.3g}",
          details={"effect in dispute": f"DeiT-S's {abs(d):g} points (Table 2)" + (
-             f" x the proxy's sensitivity {sens:.2f} (notebook 00) = {effect:.2f} points" if sens else "")})
+             f" x the proxy's sensitivity {sens:.2f} (notebook 00) = {effect:.2f} points" if sens else
+             f", not scaled ({chosen.why_no_factor(cfg.parts_model, 'evit')}): decided as a direction")})
     return SynthBirds(parts_model, xb, yb, table, fusion)

@@ -15,14 +15,15 @@ are ``not testable here`` (:func:`proxy_premise`), their numbers shown as what w
 The fine-grained role has the **fallback** ``s14d_birds196`` (round 2's SynthBirds twin at 196 px, trained from block
 4): no fine-grained candidate of either round meets every criterion, and of those meeting every other criterion it lies
 nearest the cost bands (EViT's keep-0.7 cost inside K2's band, its keep-0.5 cost above K3's). How far outside the bands
-it lies, :func:`fallback_limitation` states on every claim decided on it.
+it lies, and the sensitivity factor the claim's family uses on it (:func:`sensitivity_of`), :func:`fallback_limitation`
+states on every claim decided on it.
 """
 from __future__ import annotations
 
 import functools
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import numpy as np
 import torch
@@ -38,7 +39,8 @@ __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
            "proxy_premise", "bar_premise", "k6_measurement", "proxy_premises", "fallback_limitation", "band_sides",
-           "against_deit", "distance_factor", "sensitivity_of"]
+           "against_deit", "distance_factor", "is_proxy", "sensitivity_of", "why_no_factor",
+           "sensitivity_text"]
 
 PARAMETERS = {
     "seed": "seed of every bootstrap",
@@ -188,20 +190,20 @@ def band_sides(costs: dict[str, Optional[float]]) -> dict[str, str]:
 
 
 def against_deit(costs: dict[str, Optional[float]]) -> str:
-    """How a model whose off-the-shelf EViT costs are ``costs`` compares with DeiT-S, from :func:`band_sides`:
-    ``a model more sensitive to pruning than DeiT-S at keep 0.5 and as sensitive at keep 0.7``; empty when a cost is
-    missing."""
-    words = {"above": "more sensitive to pruning than DeiT-S", "below": "less sensitive to pruning than DeiT-S",
-             "inside": "as sensitive"}
+    """Where a model whose off-the-shelf EViT costs are ``costs`` lies against the pre-registered cost bands (K2, K3,
+    anchored on DeiT-class models), from :func:`band_sides`: ``a model whose off-the-shelf EViT cost lies above its
+    pre-registered band at keep 0.5 and inside it at keep 0.7``; empty when a cost is missing. A band is wider than
+    DeiT-S's cost, so this says nothing of how sensitive the model is against DeiT-S: the factor a claim uses says
+    that (:func:`sensitivity_text`)."""
     keeps: dict[str, list[str]] = {}
     for keep, side in band_sides(costs).items():
         keeps.setdefault(side, []).append(keep)
     if not keeps:
         return ""
-    if list(keeps) == ["inside"]:
-        return f"a model as sensitive to pruning as DeiT-S at keep {' and '.join(keeps['inside'])}"
     order = sorted(keeps, key=lambda side: side == "inside")
-    return "a model " + " and ".join(f"{words[side]} at keep {' and '.join(keeps[side])}" for side in order)
+    return "a model whose off-the-shelf EViT cost lies " + " and ".join(
+        f"{side} {'its pre-registered band' if i == 0 else 'it'} at keep {' and '.join(keeps[side])}"
+        for i, side in enumerate(order))
 
 
 def _role(name: str) -> str:
@@ -209,23 +211,32 @@ def _role(name: str) -> str:
     return c.role if c is not None else "classification"
 
 
+def is_proxy(name: str) -> bool:
+    """Whether ``name`` is a role's proxy as notebook 00 chose it (:data:`CHOSEN`; a smoke model stands for its default
+    one): a model that is not one has no sensitivity factor at all, while a proxy may lack one for a claim family
+    (:func:`sensitivity_of`)."""
+    c = _candidate(name)
+    return c is not None and CHOSEN.get(c.role) == c.name
+
+
 @functools.lru_cache(maxsize=None)
 def _proxy_measurements(name: str) -> Optional[dict[str, Any]]:
-    """Notebook 00's measurements of ``name`` from its cached outputs when it is a role's proxy (a smoke model for its
-    default one), else None: the one place :func:`fallback_limitation` and :func:`sensitivity_of` read them from."""
+    """Notebook 00's measurements of ``name`` from its cached outputs when it is a role's proxy (:func:`is_proxy`),
+    else None: the one place :func:`fallback_limitation` and :func:`sensitivity_of` read them from."""
     from tokenprune.study.proxy import calibration as proxy_calibration
     from tokenprune.training.proxy import outputs as proxy_outputs
 
-    c = _candidate(name)
-    if c is None or CHOSEN.get(c.role) != c.name:
+    if not is_proxy(name):
         return None
+    c = _candidate(name)
     return proxy_calibration.measurements(c, proxy_outputs.load(c)[0])
 
 
-def fallback_limitation(name: str) -> str:
+def fallback_limitation(name: str, family: Optional[str] = None) -> str:
     """What every claim decided on ``name`` says when ``name`` is a role's fallback proxy: how far its off-the-shelf
     costs lie outside the bands K2-K3 (:func:`tokenprune.study.proxy.plan.band_distance`, computed from its cached
-    outputs); empty for any other model."""
+    outputs) and the sensitivity factor the claims of ``family`` use on it (None: each family's;
+    :func:`sensitivity_text`); empty for any other model."""
     m = _proxy_measurements(name)
     if m is None or HOW[m["role"]] != "fallback":
         return ""
@@ -234,7 +245,7 @@ def fallback_limitation(name: str) -> str:
             f"EViT off the shelf costs {m['cost@0.7']:.1f} points at keep 0.7 (band {plan.band_text('K2')}) and "
             f"{m['cost@0.5']:.1f} at keep 0.5 (band {plan.band_text('K3')}), a distance of {d:.2f} (sum of "
             f"|log(cost / edge)|, a factor of {distance_factor(d)}); a verdict on it describes "
-            f"{against_deit(m)}")
+            f"{against_deit(m)}; {sensitivity_text(m, family)}")
 
 
 def distance_factor(d: float) -> str:
@@ -244,12 +255,40 @@ def distance_factor(d: float) -> str:
     return f"{x:.1f}" if x < 10 else f"{x:.0f}"
 
 
-def sensitivity_of(name: str) -> Optional[float]:
-    """The sensitivity factor of ``name`` when it is a role's proxy (:func:`tokenprune.study.proxy.plan.sensitivity`:
-    its off-the-shelf ToMe cost at DeiT-S's MAC ratio over DeiT-S's 1.0 point, from its cached outputs, as notebook 00
-    reports it): a tolerance or effect given in ImageNet points is multiplied by it. None for any other model."""
+def sensitivity_of(name: str, family: str) -> Optional[float]:
+    """The sensitivity factor of the claims of ``family`` (a key of :data:`tokenprune.study.proxy.plan.FAMILIES`:
+    ``tome`` or ``evit``) on ``name`` when it is a role's proxy (:func:`tokenprune.study.proxy.plan.family_factor`
+    on its measurements from its cached outputs, as notebook 00 reports them): a tolerance or effect given in ImageNet
+    points is multiplied by it. None for any other model (:func:`is_proxy` tells it apart) and for a family without
+    a factor on the proxy (:func:`tokenprune.study.proxy.plan.missing_factor` says why)."""
+    if family not in plan.FAMILIES:
+        raise ValueError(f"family: {family!r} not accepted; accepted: {sorted(plan.FAMILIES)}")
     m = _proxy_measurements(name)
-    return None if m is None else plan.sensitivity(m["tome_cost"])
+    return None if m is None else plan.family_factor(m, family)
+
+
+def why_no_factor(name: str, family: str) -> str:
+    """Why the claims of ``family`` have no :func:`sensitivity_of` on ``name``: it is not a proxy notebook 00 chose, or
+    the family has none on it (:func:`tokenprune.study.proxy.plan.missing_factor`); empty where there is one."""
+    if not is_proxy(name):
+        return f"{name} has no sensitivity factor (not a proxy notebook 00 chose)"
+    return plan.missing_factor(family, _proxy_measurements(name))
+
+
+def sensitivity_text(m: Mapping[str, Any], family: Optional[str] = None) -> str:
+    """The sensitivity factor the claims of ``family`` (None: each family in turn) use on a proxy with notebook 00's
+    measurements ``m``, in words, from :func:`tokenprune.study.proxy.plan.family_factor`: ``ToMe-type claims scale a
+    tolerance in ImageNet points by 0.53 (...)``, or, without one,
+    :func:`tokenprune.study.proxy.plan.missing_factor`."""
+    out = []
+    for name in [family] if family is not None else list(plan.FAMILIES):
+        x = plan.family_factor(m, name)
+        f = plan.FAMILIES[name]
+        out.append(plan.missing_factor(name, m) if x is None else
+                   f"{f.label} scale a tolerance in ImageNet points by {x:.2f} (its {f.measure_text}, "
+                   f"{float(m[f.measure]):.2f} points, over DeiT-S's {f.reference:g} point"
+                   f"{'' if f.reference == 1 else 's'})")
+    return "; ".join(out)
 
 
 @functools.lru_cache(maxsize=None)
@@ -272,14 +311,16 @@ def k6_measurement(name: str) -> Optional[dict[str, Any]]:
     return {"top1": m["top1"], "low": m["top1_low"], "high": m["top1_high"], "n": m["test_images"]}
 
 
-def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = None) -> "verdicts.Premise":
+def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = None,
+                family: Optional[str] = None) -> "verdicts.Premise":
     """K6 as a premise of the claims measured on the base model ``name``: its test top-1 reaches the bar of its
     ``role`` (default: the candidate's own role; :data:`tokenprune.study.proxy.plan.BARS`). For a pre-registered
     candidate the top-1 is notebook 00's K6 measurement (:func:`k6_measurement`), so that notebook 00 and the audits
     read one number; for any other model, its checkpoint's sidecar (the recipe's test split). A smoke model is judged
     as such and says so (its bar cannot be met in a few steps). ``label`` is the premise's name (default
     :data:`PROXY_BAR` for a classification model, :data:`FINE_GRAINED_BAR` else). On a role's fallback proxy the
-    premise carries :func:`fallback_limitation`."""
+    premise carries :func:`fallback_limitation`, with the sensitivity factor of ``family``, the claim family of the
+    claims that read the premise (None: each family's)."""
     from tokenprune.study import verdicts
 
     role = role or _role(name)
@@ -298,7 +339,7 @@ def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = No
     bar = plan.BARS[role]
     return verdicts.Premise(label, bool(top1 >= bar),
                             f"{name}: {top1:.2f} % [{lo:.2f}, {hi:.2f}] top-1 ({where}), bar {bar:g} %",
-                            limitation=fallback_limitation(name))
+                            limitation=fallback_limitation(name, family))
 
 
 def proxy_premise(name: str) -> "verdicts.Premise":

@@ -4,7 +4,8 @@ Everything that decides which candidate becomes the proxy is fixed here, before 
 criteria with their anchors (:data:`CRITERIA`), the candidates with every knob and the order they are tried in
 (:data:`tokenprune.training.proxy.candidates.CANDIDATES`, with the recipes of their base models), how each is
 measured (:data:`MEASUREMENT`, :data:`FINETUNE`), the fallback when none meets every criterion (:func:`choose`), and
-the factor that scales a tolerance given in ImageNet points to the proxy (:func:`sensitivity`). No candidate is
+the factor that scales a tolerance given in ImageNet points to the proxy, per claim family (:data:`FAMILIES`,
+:func:`family_factor`, as round 3 declared them). No candidate is
 added after the measurements; a change to this module or to the candidates after them is a new pre-registration,
 which notebook 00 reports with the commit that made it.
 
@@ -22,16 +23,18 @@ points at about 3 GMACs); the keep-0.5 band is ours and deliberately wide, as no
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from tokenprune.study import paper_numbers as pn
 from tokenprune.training.proxy.candidates import CANDIDATES, FINETUNE, Candidate
 from tokenprune.training.proxy.outputs import KEEP_RATES, TOME_R
+from tokenprune.training.proxy.round3 import SENSITIVITY
 
 __all__ = ["Criterion", "Candidate", "CRITERIA", "BARS", "CANDIDATES", "MEASUREMENT", "FINETUNE", "PREMISES",
            "criteria_of", "judge", "k5_undefined", "k5_asked", "K5Missing", "band_text", "band_distance", "choose",
-           "sensitivity", "DEIT_S_MAC_RATIO"]
+           "Family", "FAMILIES", "family_factor", "missing_factor", "DEIT_S_MAC_RATIO"]
 
 _DEIT = pn.EVIT["deit_small_patch16_224"]
 #: DeiT-S's MAC ratio at ToMe r = 13 (2.7 / 4.6 GMACs): ToMe runs at the r of the proxy whose ratio is closest
@@ -212,10 +215,90 @@ def choose(measured: Mapping[str, Mapping[str, float]], role: str,
     return None, "none"
 
 
-def sensitivity(tome_cost: float) -> Optional[float]:
-    """The proxy's sensitivity to pruning against DeiT-S's, measured once in notebook 00 before any claim: its
-    off-the-shelf ToMe cost at DeiT-S's MAC ratio divided by DeiT-S's at r = 13 (1.0 point,
-    ``DEIT_CLASS_OFF_THE_SHELF['tome_deit_s_r13_pp']``). A tolerance given in ImageNet points is multiplied by it;
-    None when the proxy's cost is not above 0 (the claims are then decided as directions)."""
-    ref = pn.DEIT_CLASS_OFF_THE_SHELF["tome_deit_s_r13_pp"]
-    return float(tome_cost) / ref if tome_cost > 0 else None
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    """A claim family's sensitivity factor as round 3 declared it (:data:`tokenprune.training.proxy.round3.SENSITIVITY`,
+    its one home): the proxy's measurement (``measure``, a key of its measurements, points) over DeiT-S's reference
+    (``reference`` points, named by ``source``, a key of :mod:`tokenprune.study.paper_numbers`; both None where no
+    verified source gives it). ``label`` names the family's claims, ``members`` the methods they are about and
+    ``measure_text`` its measurement, for the text a reader sees."""
+
+    name: str
+    label: str
+    members: str
+    measure: str
+    measure_text: str
+    reference: Optional[float]
+    source: Optional[str]
+
+
+#: the words of each family of :data:`tokenprune.training.proxy.round3.SENSITIVITY`: its claims, the methods they are
+#: about, its measurement
+_FAMILY_WORDS = {
+    "tome": ("ToMe-type claims", "token merging", "off-the-shelf ToMe cost at DeiT-S's MAC ratio"),
+    "evit": ("EViT-type claims", "top-k [CLS]-attention pruning, with or without fusion",
+             "off-the-shelf EViT cost at keep 0.7"),
+}
+
+
+def _reference(source: Optional[str]) -> Optional[float]:
+    """The number in points that round 3's ``reference`` names (``NAME['key']`` of
+    :mod:`tokenprune.study.paper_numbers`); None for None."""
+    if source is None:
+        return None
+    m = re.fullmatch(r"(\w+)\['(\w+)'\]", source)
+    if m is None:
+        raise ValueError(f"reference: expected NAME['key'] of paper_numbers, got {source!r}")
+    return float(getattr(pn, m.group(1))[m.group(2)])
+
+
+if set(SENSITIVITY) != set(_FAMILY_WORDS):
+    raise ValueError(f"families: round 3 declares {sorted(SENSITIVITY)}, the words name {sorted(_FAMILY_WORDS)}")
+#: the claim families and their factors, read from round 3's pre-registration: a family whose reference is None (no
+#: verified source gives DeiT-S's figure) has no factor (:func:`missing_factor`)
+FAMILIES: dict[str, Family] = {
+    name: Family(name=name, label=_FAMILY_WORDS[name][0], members=_FAMILY_WORDS[name][1], measure=s["measure"],
+                 measure_text=_FAMILY_WORDS[name][2], reference=_reference(s["reference"]), source=s["reference"])
+    for name, s in SENSITIVITY.items()}
+
+
+def _family(family: str) -> Family:
+    if family not in FAMILIES:
+        raise ValueError(f"family: {family!r} not accepted; accepted: {sorted(FAMILIES)}")
+    return FAMILIES[family]
+
+
+def _cost(m: Mapping[str, Optional[float]], f: Family) -> Optional[float]:
+    v = m.get(f.measure)
+    return None if v is None or not math.isfinite(float(v)) else float(v)
+
+
+def family_factor(m: Mapping[str, Optional[float]], family: str) -> Optional[float]:
+    """The sensitivity factor of ``family``'s claims on a proxy with measurements ``m`` (notebook 00's, measured once
+    before any claim): the family's measurement over DeiT-S's reference (:data:`FAMILIES`). A tolerance given in
+    ImageNet points is multiplied by it. None where the family has no reference, or the proxy's cost is not measured
+    or not above 0 (:func:`missing_factor` says which); such claims are decided as directions where they are
+    directional, else not decided."""
+    f = _family(family)
+    cost = _cost(m, f)
+    if f.reference is None or cost is None or not cost > 0:
+        return None
+    return cost / f.reference
+
+
+def missing_factor(family: str, m: Optional[Mapping[str, Optional[float]]] = None) -> str:
+    """Why ``family``'s claims have no :func:`family_factor` on the measurements ``m``: no verified reference, the
+    cost not measured, or not above 0; empty where the factor exists. Without ``m``, the reason the family's reference
+    gives, else that the proxy's cost was not measured or not above 0."""
+    f = _family(family)
+    if f.reference is None:
+        return f"{f.label} have no sensitivity factor: no verified source gives DeiT-S's {f.measure_text}"
+    if m is None:
+        return f"{f.label} have no sensitivity factor: the proxy's {f.measure_text} is not measured or not above 0"
+    cost = _cost(m, f)
+    if cost is None:
+        return f"{f.label} have no sensitivity factor: the proxy's {f.measure_text} is not measured"
+    if not cost > 0:
+        return (f"{f.label} have no sensitivity factor: the proxy's {f.measure_text} is {cost:.2f} points, not above "
+                "0")
+    return ""

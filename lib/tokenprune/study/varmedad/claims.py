@@ -68,7 +68,7 @@ FLAT_T = (f"smallest effective share of the pruned tokens in the Eq. 8 fused tok
 
 def _scaled_margin(factor: float) -> float:
     """:data:`EQUIV_MARGIN` in top-1 points times ``factor``, the sensitivity factor of the proxy a claim is measured
-    on (1 on DeiT-S itself; :func:`tokenprune.study.proxy.chosen.sensitivity_of`)."""
+    on (1 on DeiT-S itself; :func:`tokenprune.study.varmedad.designs.margin_factor`)."""
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"factor: a sensitivity factor must be finite and > 0, got {factor!r}")
     return EQUIV_MARGIN * 100 * factor

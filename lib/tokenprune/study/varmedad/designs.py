@@ -18,22 +18,30 @@ from tokenprune.study.proxy import chosen
 from tokenprune.study.why import too_long
 from tokenprune.study.varmedad.claims import CLAIMS
 
-__all__ = ["margin_factor", "no_margin_factor", "image_design", "seed_design", "cluster_design", "binding_gate",
-           "beats_values", "part_summary", "part_text", "beats_gate", "cluster_bootstrap_ci", "interval", "file",
-           "file_on_base"]
+__all__ = ["FAMILY", "margin_factor", "no_margin_factor", "image_design", "seed_design", "cluster_design",
+           "binding_gate", "beats_values", "part_summary", "part_text", "beats_gate", "cluster_bootstrap_ci",
+           "interval", "file", "file_on_base"]
+
+
+#: the claim family of the paper's margins (:data:`tokenprune.study.proxy.plan.FAMILIES`): its scorers keep the top-k
+#: patches by a statistic of the [CLS] attention and fuse the rest, EViT's mechanism
+FAMILY = "evit"
 
 
 def margin_factor(cfg: Any) -> Optional[float]:
     """The factor a margin in ImageNet top-1 points is multiplied by on the model ``cfg.base_model``: 1 at the paper
-    profile (DeiT-S itself), else the proxy's sensitivity factor (:func:`tokenprune.study.proxy.chosen.sensitivity_of`),
-    None where the model is not a proxy notebook 00 chose (the margin has no meaning there)."""
-    return 1.0 if cfg.profile == "paper" else chosen.sensitivity_of(cfg.base_model)
+    profile (DeiT-S itself), else the proxy's sensitivity factor for :data:`FAMILY`'s claims
+    (:func:`tokenprune.study.proxy.chosen.sensitivity_of`), None where the model is not a proxy notebook 00 chose or
+    the family has no factor on it (the margin has no meaning there: :func:`no_margin_factor`)."""
+    return 1.0 if cfg.profile == "paper" else chosen.sensitivity_of(cfg.base_model, FAMILY)
 
 
 def no_margin_factor(cfg: Any) -> verdicts.Decision:
-    """The decision of a claim whose margin is in ImageNet top-1 points on a model with no :func:`margin_factor`."""
-    return verdicts.not_testable(f"the margin is in ImageNet top-1 points and {cfg.base_model} has no sensitivity "
-                                 "factor (not a proxy notebook 00 chose)")
+    """The decision of an equivalence claim whose margin is in ImageNet top-1 points on a model with no
+    :func:`margin_factor`: not testable here, naming what is missing (a proxy, or the family's factor on it:
+    :func:`tokenprune.study.proxy.chosen.why_no_factor`)."""
+    return verdicts.not_testable(f"the margin is in ImageNet top-1 points and "
+                                 f"{chosen.why_no_factor(cfg.base_model, FAMILY)}")
 
 
 def image_design(a: Predictions, b: Predictions, n_max: Optional[int] = None,

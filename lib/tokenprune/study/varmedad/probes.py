@@ -21,7 +21,7 @@ from tokenprune.study import verdicts
 from tokenprune.study.proxy import chosen
 from tokenprune.study.varmedad.claims import CLAIMS, PHOTO_LOW, PHOTO_RANDOM
 from tokenprune.study.claims import unmeasured
-from tokenprune.study.varmedad.designs import binding_gate, cluster_bootstrap_ci, cluster_design, file
+from tokenprune.study.varmedad.designs import FAMILY, binding_gate, cluster_bootstrap_ci, cluster_design, file
 from tokenprune.study.varmedad.settings import EFFECTS, LOCS, R_AGGRESSIVE, R_MAIN
 from tokenprune.study.varmedad.sweep import fs
 from tokenprune.training import base_models as models, checkpoints
@@ -136,7 +136,7 @@ def background_share(rep, cfg: SimpleNamespace) -> pd.DataFrame:
                            sd_source=f"sd of the {len(main_d)} per-image differences (kept - all, points) of this run "
                                      "(independent of their mean)")
     det = verdicts.Detectable(EFFECTS["background_share"], design)
-    rep.add_premise(chosen.bar_premise(cfg.birds_model, "fine-grained"))
+    rep.add_premise(chosen.bar_premise(cfg.birds_model, "fine-grained", family=FAMILY))
     file(rep, decl, det.gate(decl.rule().decide(v.diff_points, v.diff_low, v.diff_high, what="variance kept - all")),
          keys={"on": f" (trained {cfg.birds_model}, SynthBirds test images)"}, our_value=round(v.diff_points, 2),
          ci=[v.diff_low, v.diff_high], design=det.record(),

@@ -139,7 +139,7 @@ def robust_claim(rep, preds: dict, cid: str, alts: Sequence[str], cfg: SimpleNam
     paired (bootstrap, McNemar, TOST within the margin), decided by the declared robustness rule on the alternatives
     ``decide_on`` (default: all), gated on the design of the binding alternative (effect in dispute: the margin; up
     to the full test split); ``premises`` gives the value of declared premises measured here. The margin,
-    :data:`EQUIV_MARGIN` in ImageNet top-1 points, is scaled by the proxy's sensitivity factor
+    :data:`EQUIV_MARGIN` in ImageNet top-1 points, is scaled by the proxy's sensitivity factor for EViT-type claims
     (:func:`~tokenprune.study.varmedad.designs.margin_factor`); a model without one leaves the claim not testable.
     Returns every alternative's row."""
     factor = margin_factor(cfg)

@@ -233,7 +233,7 @@ EFFECTS = {
     "medad_r03": VM["medad_r03"]["max_drop"],
     # 'MedAD can similarly lead to strong performance' (abstract): equal to variance within the equivalence margin;
     # an equivalence claim's effect in dispute is its margin (ImageNet top-1 points: on a proxy it is scaled by the
-    # proxy's sensitivity factor, tokenprune.study.proxy.chosen.sensitivity_of)
+    # proxy's sensitivity factor for EViT-type claims, tokenprune.study.varmedad.designs.margin_factor)
     "medad_similar": EQUIV_MARGIN * 100,
     # no number in the paper (falsification, robustness): the equivalence margin, the smallest top-1
     # difference the study cares about (below every effect in dispute above)

@@ -248,9 +248,10 @@ def variance_vs_medad(rep, preds: dict, cfg: SimpleNamespace, subjects: Any) -> 
     """The abstract's 'MedAD can similarly lead to strong performance' on the trained proxy without fine-tuning,
     paired on the same images at r = 0.6 (r = 0.3 beside it): MedAD's top-1 equals variance's within the equivalence
     margin (:func:`~tokenprune.study.varmedad.claims.medad_similar_rule`, paired TOST). The margin is in ImageNet
-    top-1 points, so on a proxy it is scaled by the proxy's sensitivity factor; a model without one (not a proxy
-    notebook 00 chose) leaves the claim not testable here. Gated on the paired design with the (scaled) margin as
-    the effect in dispute, up to the full test split; Table 2's difference (0.08) is the paper's value."""
+    top-1 points, so on a proxy it is scaled by the proxy's sensitivity factor for EViT-type claims; a model without
+    one (not a proxy notebook 00 chose, or a proxy on which that family has none) leaves the claim not testable here
+    (:func:`~tokenprune.study.varmedad.designs.no_margin_factor`). Gated on the paired design with the (scaled) margin
+    as the effect in dispute, up to the full test split; Table 2's difference (0.08) is the paper's value."""
     rows = [{"keep_rate": r, "a": a, "b": b, **paired_comparison(preds[a], preds[b], seed=cfg.seed)}
             for r, a, b in ((R_MAIN, "variance", "medad"), (R_AGGRESSIVE, "variance_r03", "medad_r03"))]
     df = pd.DataFrame(rows)
