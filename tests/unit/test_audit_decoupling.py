@@ -625,7 +625,7 @@ def test_equal_faithfulness_margin_is_scaled_by_the_proxys_sensitivity(tmp_path)
     x = _agreement(n, 340)
     per = {("parts/small", 6, 0.25, "sensitivity", 0): {"cov": np.zeros(n), "agree": x},
            ("parts/small", 6, 0.25, "cls_attention", -1): {"cov": np.zeros(n), "agree": y}}
-    for factor, want in ((20.0, "holds"), (1.0, "fails"), (10.0, I), (None, NT)):
+    for factor, want in ((20.0, "holds"), (1.0, "fails"), (10.0, I), (None, I)):
         ev = _evidence(per, sensitivity=factor)
         rep = _report(tmp_path, True)
         filing.file_faithfulness_claims(rep, [ev], ev.settings)
@@ -633,7 +633,7 @@ def test_equal_faithfulness_margin_is_scaled_by_the_proxys_sensitivity(tmp_path)
         assert c.outcome == want, (factor, c.why)
         assert c.our_value == pytest.approx(10.0)
         assert c.details["margin, pp"] == pytest.approx(1.0 if factor is None else factor)
-        if factor is None:   # no factor: not testable, the unscaled rule's verdict kept alone
+        if factor is None:   # a proxy without the factor: inconclusive, the unscaled rule's verdict kept alone
             assert cl.SENSITIVITY_KNOWN in c.details["failed premises"]
             assert c.details["rule alone"]["verdict"] == "fails"
         else:
@@ -647,8 +647,9 @@ def test_equal_faithfulness_margin_is_scaled_by_the_proxys_sensitivity(tmp_path)
 
 def test_a_proxy_without_the_familys_factor_is_told_apart_from_a_model_that_is_no_proxy():
     """Every claim here that reads a factor is EViT-type: on a proxy without one the premise names the family's
-    missing reference, on another model that it is no proxy; a ToMe factor scales none of them. Notebook 00's
-    fallback is a proxy with no EViT factor."""
+    missing reference and fails as inconclusive (a premise the sources do not give), on another model it names that
+    the model is no proxy and fails as not testable; a ToMe factor scales none of them. Notebook 00's fallback is a
+    proxy with no EViT factor."""
     import dataclasses
 
     from tokenprune.study.proxy import plan
@@ -659,7 +660,7 @@ def test_a_proxy_without_the_familys_factor_is_told_apart_from_a_model_that_is_n
     no_proxy = dataclasses.replace(on_proxy, proxy=False)
     for key, family in cl.SENSITIVITY_FAMILY.items():
         a, b = on_proxy.sensitivity_premise(key), no_proxy.sensitivity_premise(key)
-        assert not a.holds and not b.holds and a.fails_as == b.fails_as == NT
+        assert not a.holds and not b.holds and a.fails_as == I and b.fails_as == NT
         assert plan.missing_factor(family) in a.detail and plan.missing_factor(family) not in b.detail
     tome_only = dataclasses.replace(on_proxy, sensitivity={"tome": 0.5, "evit": None})
     assert tome_only.scale("just_as_accurate") is None and tome_only.band is None
@@ -687,7 +688,7 @@ def test_just_as_accurate_compares_top1_with_the_standard_method_within_the_scal
                                                          "correct": _agreement(n, 240)},
            ("parts/small", 6, 0.25, "cls_attention", -1): {"cov": np.zeros(n), "agree": _agreement(n, 300),
                                                             "correct": _agreement(n, 200)}}
-    for factor, want in ((20.0, "holds"), (1.0, "fails"), (10.0, I), (None, NT)):
+    for factor, want in ((20.0, "holds"), (1.0, "fails"), (10.0, I), (None, I)):
         ev = _evidence(per, sensitivity=factor)
         rep = _report(tmp_path, True)
         filing.file_faithfulness_claims(rep, [ev], ev.settings)

@@ -490,8 +490,8 @@ def _sensitivity_factor(monkeypatch, factor):
 
 def test_an_evit_family_margin_on_a_proxy_has_no_factor(monkeypatch):
     """The paper's margins are EViT-type: on a proxy notebook 00 chose, whose ToMe factor exists, they have no factor
-    (no verified DeiT-S reference), so the equivalence claims are not testable with that missing premise named, not
-    with 'not a proxy'; at the paper profile the margin applies as given."""
+    (no verified DeiT-S reference), so the equivalence claims are inconclusive with that missing premise named (on a
+    model that is not a proxy: not testable); at the paper profile the margin applies as given."""
     from tokenprune.study.proxy import plan
     from tokenprune.training.proxy import round2
 
@@ -504,12 +504,14 @@ def test_an_evit_family_margin_on_a_proxy_has_no_factor(monkeypatch):
     assert designs.margin_factor(cfg) is None and designs.margin_factor(_cfg(profile="paper")) == 1.0
     assert plan.missing_factor("evit") in designs.no_margin_factor(cfg).why
     assert plan.missing_factor("evit") not in designs.no_margin_factor(_cfg()).why      # "m": not a proxy
+    assert designs.no_margin_factor(cfg).verdict == "inconclusive"
+    assert designs.no_margin_factor(_cfg()).verdict == "not testable here"
     base = np.random.default_rng(4).random(400) < 0.8
     preds = {n: _preds(base) for n in ("variance", "medad", "variance_r03", "medad_r03")}
     rep = _rep()
     sweep.variance_vs_medad(rep, preds, cfg, _subjects())
     c = _claim(rep, "varmedad.variance_vs_medad")
-    assert c.verdict == "not testable here" and c.our_value == pytest.approx(0.0)
+    assert c.verdict == "inconclusive" and c.our_value == pytest.approx(0.0)
     assert plan.missing_factor("evit") in c.why + str((c.details or {}).get("rule's reason", ""))
 
 

@@ -146,9 +146,9 @@ class Evidence:
         return decl.regime_band(self.scale("decoupled"))
 
     def sensitivity_premise(self, key: str) -> Premise:
-        """:data:`~tokenprune.study.decoupling.claims.SENSITIVITY_KNOWN` for claim ``key`` (fails as not testable):
-        what is missing names the model that is not a proxy, or the claim's family that has no factor on the proxy
-        (:func:`tokenprune.study.proxy.plan.missing_factor`)."""
+        """:data:`~tokenprune.study.decoupling.claims.SENSITIVITY_KNOWN` for claim ``key``: it fails as not testable on
+        a model that is not a proxy, and as inconclusive on a proxy whose claim family has no factor (a premise the
+        sources do not give, named: :func:`tokenprune.study.proxy.plan.missing_factor`)."""
         if not self.on_proxy:
             return Premise(decl.SENSITIVITY_KNOWN, True, "paper scale: DeiT-S itself, no proxy; the tolerance applies "
                                                          "as given")
@@ -158,10 +158,10 @@ class Evidence:
             return Premise(decl.SENSITIVITY_KNOWN, False, f"{self.S.model_label} is not a proxy notebook 00 chose: no "
                                                           "sensitivity factor scales a tolerance in ImageNet points",
                            fails_as=verdicts.NOT_TESTABLE)
-        if factor is None:
+        if factor is None:   # a premise the sources do not give (DeiT-S's reference): inconclusive, named
             return Premise(decl.SENSITIVITY_KNOWN, False, f"{self.S.model_label} is a proxy notebook 00 chose, but "
                                                           f"{plan.missing_factor(family)}",
-                           fails_as=verdicts.NOT_TESTABLE)
+                           fails_as=verdicts.INCONCLUSIVE)
         f = plan.FAMILIES[family]
         return Premise(decl.SENSITIVITY_KNOWN, True, f"factor {factor:.2f} for {f.label} (notebook 00: the proxy's "
                                                      f"{f.measure_text} over DeiT-S's)")

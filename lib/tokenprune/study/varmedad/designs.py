@@ -38,10 +38,13 @@ def margin_factor(cfg: Any) -> Optional[float]:
 
 def no_margin_factor(cfg: Any) -> verdicts.Decision:
     """The decision of an equivalence claim whose margin is in ImageNet top-1 points on a model with no
-    :func:`margin_factor`: not testable here, naming what is missing (a proxy, or the family's factor on it:
-    :func:`tokenprune.study.proxy.chosen.why_no_factor`)."""
-    return verdicts.not_testable(f"the margin is in ImageNet top-1 points and "
-                                 f"{chosen.why_no_factor(cfg.base_model, FAMILY)}")
+    :func:`margin_factor`, naming what is missing (:func:`tokenprune.study.proxy.chosen.why_no_factor`): not testable
+    here on a model that is not a proxy (one that is would decide), inconclusive on a proxy whose family has no factor
+    (a premise the sources do not give: DeiT-S's reference)."""
+    why = f"the margin is in ImageNet top-1 points and {chosen.why_no_factor(cfg.base_model, FAMILY)}"
+    if chosen.is_proxy(cfg.base_model):
+        return verdicts.Decision(verdicts.INCONCLUSIVE, why, "the margin's premise")
+    return verdicts.not_testable(why)
 
 
 def image_design(a: Predictions, b: Predictions, n_max: Optional[int] = None,
