@@ -174,10 +174,10 @@ def finetuned_name(condition: str, seed: int, profile: str = "default", prefix: 
 
 
 def smoke_recipes() -> dict[str, TrainRecipe]:
-    """Tiny versions of the default models and of the proxy's round-2 candidates (:func:`round2_recipes`, which the
-    audits may run on): a few steps each, seconds in all."""
+    """Tiny versions of the default models and of the proxy's round-2 and round-3 candidates (:func:`round2_recipes`,
+    :func:`round3_recipes`, which the audits may run on): a few steps each, seconds in all."""
     out = {}
-    for name, r in {**default_recipes(), **round2_recipes()}.items():
+    for name, r in {**default_recipes(), **round2_recipes(), **round3_recipes()}.items():
         arch = dict(r.arch)
         kw: dict[str, Any] = dict(epochs=1, warmup_epochs=0.2, batch_size=16, train_subset=64, val_subset=32,
                                   test_subset=32)
