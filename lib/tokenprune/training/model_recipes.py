@@ -36,7 +36,7 @@ from tokenprune.utils.environment import PROFILES
 __all__ = [
     "FMNIST_MEAN", "FMNIST_STD", "FINETUNE_CONDITIONS", "FINETUNE_SEEDS", "SMOKE_FINETUNE_SEEDS", "FINETUNE_IMAGES",
     "FINETUNE_LR", "FINETUNED_BASES", "default_recipes", "base_recipes", "finetune_recipes", "finetuned_base",
-    "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes", "paper_recipes", "recipes_for",
+    "has_cached_finetunes", "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes", "paper_recipes", "recipes_for",
     "find_recipe", "round2_recipes", "round3_recipes", "round_recipes",
 ]
 
@@ -150,6 +150,12 @@ def finetuned_base(base_name: str) -> tuple[str, Optional[list], int, tuple[int,
             return prefix, (None if trainable is None else list(trainable)), images, seeds
     raise ValueError(f"{base_name!r} has no cached fine-tunes; the base models with them: "
                      f"{sorted(b for b, *_ in FINETUNED_BASES.values())}")
+
+
+def has_cached_finetunes(base_name: str) -> bool:
+    """Whether the base model ``base_name`` (a smoke name: its default model) has cached fine-tunes
+    (:data:`FINETUNED_BASES`)."""
+    return any(base == base_name.removesuffix("_smoke") for base, *_ in FINETUNED_BASES.values())
 
 
 def finetune_prefix(base_name: str) -> str:
