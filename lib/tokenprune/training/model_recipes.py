@@ -36,8 +36,8 @@ from tokenprune.utils.environment import PROFILES
 __all__ = [
     "FMNIST_MEAN", "FMNIST_STD", "FINETUNE_CONDITIONS", "FINETUNE_SEEDS", "SMOKE_FINETUNE_SEEDS", "FINETUNE_IMAGES",
     "FINETUNE_LR", "FINETUNED_BASES", "default_recipes", "base_recipes", "finetune_recipes", "finetuned_base",
-    "has_cached_finetunes", "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes", "paper_recipes", "recipes_for",
-    "find_recipe", "round2_recipes", "round3_recipes", "round_recipes",
+    "has_cached_finetunes", "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes",
+    "paper_recipes", "recipes_for", "find_recipe", "round2_recipes", "round3_recipes", "round_recipes",
 ]
 
 FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std (pixels in [0, 1])

@@ -27,8 +27,8 @@ from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["Sweep", "Finetunes", "SynthBirds", "load_audit_model", "load_small_vit", "keep_sweep", "top5_correct",
            "top5_view", "add_top5", "top5_claim", "removal_claim", "paper_fusion_side", "fusion_claims",
-           "cached_finetunes", "missing_finetunes", "finetune_claims", "comparisons_table", "variance_ratio_detectable", "own_test_premise", "keep_configs",
-           "keep_sweep_inputs", "synthbirds_inputs", "synthbirds_sweep"]
+           "cached_finetunes", "missing_finetunes", "finetune_claims", "comparisons_table", "variance_ratio_detectable",
+           "own_test_premise", "keep_configs", "keep_sweep_inputs", "synthbirds_inputs", "synthbirds_sweep"]
 
 _DEIT_S = EVIT["deit_small_patch16_224"]
 _PCT = ("top1", "top1_low", "top1_high", "agreement", "agreement_low", "agreement_high")
