@@ -29,8 +29,8 @@ from tokenprune.training.finetune import finetune_trainable
 from tokenprune.training import cached_finetunes as cached
 from tokenprune.training import sources
 
-__all__ = ["Finetunes", "finetune_runs", "missing_runs", "paper_temperatures", "paper_ft_spec", "ft_prepare", "given_finetune",
-           "finetune_all", "seed_summary_table", "ft_setting", "trains_overlap_premise"]
+__all__ = ["Finetunes", "finetune_runs", "missing_runs", "paper_temperatures", "paper_ft_spec", "ft_prepare",
+           "given_finetune", "finetune_all", "seed_summary_table", "ft_setting", "trains_overlap_premise"]
 
 
 @dataclass
