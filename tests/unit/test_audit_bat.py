@@ -46,6 +46,23 @@ def test_overrides_are_checked():
 
 # --- the declarations ------------------------------------------------------------------------------------
 
+def test_the_proxy_model_choices_follow_the_audit_model(monkeypatch):
+    import importlib
+
+    choices = settings.PROFILES["choices"]["proxy_model"]
+    assert {chosen.AUDIT_MODEL, f"{chosen.AUDIT_MODEL}_smoke", chosen.STAND_IN} <= set(choices)
+    monkeypatch.setattr(chosen, "AUDIT_MODEL", "s14d_fmnist112_full")   # notebook 00 chose a proxy
+    try:
+        fresh = importlib.reload(settings)
+        assert {"s14d_fmnist112_full", "s14d_fmnist112_full_smoke", chosen.STAND_IN,
+                f"{chosen.STAND_IN}_smoke"} <= set(fresh.PROFILES["choices"]["proxy_model"])
+        assert params.setup("02_diversity_merging", "smoke").proxy_model == "s14d_fmnist112_full_smoke"
+        assert params.setup("02_diversity_merging", "default").proxy_model == "s14d_fmnist112_full"
+    finally:
+        monkeypatch.undo()
+        importlib.reload(settings)
+
+
 def test_every_declaration_is_complete_and_of_bat():
     assert claims.CLAIMS.paper == "bat" and len(claims.CLAIMS) >= 30
     for d in claims.CLAIMS.values():

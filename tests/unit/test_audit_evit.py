@@ -16,8 +16,8 @@ from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import params, paper_runs, report, tolerances, verdicts
 from tokenprune.study.proxy import audit_model, chosen
 from tokenprune.study.claims import DeclarationTable
-from tokenprune.study.evit import (claims, claims_lvvit, efficiency, experiments, filing, paper_scale, settings,
-                                   studies, timing)
+from tokenprune.study.evit import (claims, claims_lvvit, efficiency, experiments, figures, filing, paper_scale,
+                                   settings, studies, timing)
 from tokenprune.study.paper_numbers import EVIT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -705,6 +705,56 @@ def test_cached_finetunes_evaluate_every_condition_patched_as_trained(monkeypatc
     assert ft.table.set_index("condition").loc["drop70", "reducer"] == "drop"
     # each fine-tune is patched with its own condition before it is evaluated (then gmacs_of re-patches st.base)
     assert applied[:12] == [(k, red) for k, red, _ in model_recipes.FINETUNE_CONDITIONS.values() for _ in range(3)]
+
+
+_ROUND3 = "s14d_fmnist112_full"   # round 3's first candidate: a proxy with no cached fine-tunes
+
+
+def test_check_inputs_accepts_a_proxy_without_cached_finetunes():
+    settings.check_inputs(params.setup("01_evit", "smoke", {"proxy_model": f"{_ROUND3}_smoke"}))
+    settings.check_inputs(params.setup("01_evit", "default", {"proxy_model": _ROUND3}))
+    with pytest.raises(ValueError, match="finetune_seeds"):   # at least 3 seeds all the same
+        settings.check_inputs(params.setup("01_evit", "default", {"proxy_model": _ROUND3, "finetune_seeds": [0]}))
+
+
+def test_without_cached_finetunes_the_finetuned_claims_name_the_runs_that_would_decide(monkeypatch):
+    from tokenprune.study.proxy import needed_finetunes
+    from tokenprune.training import model_recipes
+
+    monkeypatch.setattr(experiments.tp_models, "load_finetuned", lambda *a, **kw: pytest.fail("no fine-tune to load"))
+    x = torch.randint(0, 255, (6, 1, 28, 28), dtype=torch.uint8)
+    st = audit_model.predict_unpruned(audit_model.EvaluatedModel(
+        base=patch(_small_vit().eval(), keep_rate=1.0), info={}, recipe=None, data=None, x_raw=x,
+        y=torch.zeros(6, dtype=torch.long), X=x.float() / 255, device="cpu", eval_batch=8, seed=0, margin_pp=0.5,
+        name="proxy"))
+    preds = {"unpruned": st.full, "fuse@0.7": st.full, "drop@0.7": st.full}
+    cfg = SimpleNamespace(profile="default", finetune_seeds=[0, 1, 2, 3, 4], ft_keep=0.7, margin_pp=0.5,
+                          proxy_model=_ROUND3)
+    ft = experiments.cached_finetunes(st, cfg, preds)
+    assert ft.preds == {} and ft.log.empty and list(ft.log.columns)[:2] == ["condition", "seed"]
+    assert list(ft.table.condition) == ["off the shelf: unpruned", "off the shelf: fuse@0.7", "off the shelf: drop@0.7"]
+    rep = _rep(profile="default")
+    assert experiments.finetune_claims(rep, st, cfg, ft.preds, preds) == {}
+    runs = needed_finetunes.needed(_ROUND3, [(n, k < 1) for n, (k, *_) in model_recipes.FINETUNE_CONDITIONS.items()],
+                                   range(5), 16384, "p")
+    moved = rep.premise(audit_model.MOVED)
+    assert not moved.holds and moved.fails_as == verdicts.NOT_TESTABLE and "20 runs" in moved.detail
+    filed = {c.id: c for c in rep.claims}
+    assert set(filed) == set(_FT_IDS)
+    for c in filed.values():
+        assert c.verdict == "not testable here" and audit_model.MOVED in c.details["failed premises"]
+        assert c.details["training images each"] == model_recipes.finetuned_base(chosen.STAND_IN)[2] == 16384
+        assert c.details["estimated training hours on this CPU"] == round(runs.hours, 2)
+        assert c.details["seeds"] == [0, 1, 2, 3, 4] and len(c.details["conditions"]) == 4
+        assert "20 runs" in c.why   # the why itself names the runs
+    assert filed[_FT_IDS[0]].paper_value == pytest.approx(0.1)
+    table = experiments.comparisons_table({})
+    assert table.empty and list(table.set_index("comparison")[["diff", "low", "high", "low90", "high90", "seeds"]])
+    fig = figures.figure_finetune_seeds(st, cfg, ft.preds, preds)
+    assert not fig.axes[0].collections   # no seed to draw, the models before fine-tuning alone
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def test_higher_resolution_files_the_finetuned_claim_as_not_testable():

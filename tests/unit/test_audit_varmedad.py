@@ -73,12 +73,17 @@ def test_kinds_of_the_objections():
 
 
 def test_cached_finetunes_are_the_default_profile_and_the_paper_numbers():
+    import dataclasses
+
     runs = cached_finetunes.VARMEDAD
     d = settings.PROFILES["default"]
-    assert runs.base_model == chosen.AUDIT_MODEL == d["base_model"]
+    assert d["base_model"] == chosen.AUDIT_MODEL and runs.base_model == chosen.STAND_IN
     assert (runs.keep_rate, runs.aggressive_keep_rate, runs.locations) == (settings.R_MAIN, settings.R_AGGRESSIVE,
                                                                            settings.LOCS)
-    assert finetunes.finetune_runs(params.setup("03_variance_medad", "default", {})) == runs
+    # the default profile runs the cached runs' settings, on the audit model (the cached runs' own base until
+    # notebook 00 chooses a proxy)
+    default = finetunes.finetune_runs(params.setup("03_variance_medad", "default", {}))
+    assert dataclasses.replace(default, base_model=runs.base_model) == runs
 
 
 def test_the_training_layers_models_command_does_not_import_the_study():
@@ -745,6 +750,31 @@ def test_margin_claim_medad_r03_and_unrun_configs():
     margins.margin_claim(rep, _finetunes(ft, {}), _cfg(finetune_configs=["variance"], finetune_steps=128,
                                                        seeds=[0]), "varmedad.medad_r03.finetuned")
     assert _claim(rep, "varmedad.medad_r03.finetuned").verdict == "not testable here"
+
+
+_ROUND3 = "s14d_fmnist112_full"   # round 3's first candidate: a proxy with no cached fine-tunes
+
+
+def test_a_base_model_without_cached_runs_trains_none_at_default(monkeypatch):
+    cfg = params.setup("03_variance_medad", "default", {"base_model": _ROUND3})
+    assert finetunes.missing_runs(params.setup("03_variance_medad", "default", {})) is None   # cached
+    assert finetunes.missing_runs(params.setup("03_variance_medad", "smoke", {"base_model": _ROUND3})) is None
+    missing = finetunes.missing_runs(cfg)
+    assert missing.runs == len(cfg.finetune_configs) * len(cfg.seeds) == 30
+    assert missing.images == cfg.finetune_steps * cfg.finetune_batch == 16384 and missing.hours > 1
+    monkeypatch.setattr(finetunes.cached, "outputs", lambda *a, **kw: pytest.fail("nothing is trained"))
+    subj = SimpleNamespace(base_ds={"train": [0] * 54000}, y_eval=torch.zeros(1000, dtype=torch.long))
+    ft = finetunes.finetune_all(subj, None, cfg, "cpu")
+    assert ft.missing == missing and ft.table.empty and not ft.preds
+    rep = _rep()
+    assert margins.margin_claims(rep, ft, cfg).empty
+    for cid in margins.MARGINS:
+        c = _claim(rep, cid)
+        assert c.verdict == "not testable here" and vc.MOVED in c.details["failed premises"], cid
+        assert "30 runs" in c.details["failed premises"][vc.MOVED] and "30 runs" in c.why and len(c.why) <= 200
+        assert c.details["training images each"] == 16384 and c.details["seeds"] == [0, 1, 2, 3, 4]
+        assert c.details["estimated training hours on this CPU"] == round(missing.hours, 2)
+    assert _claim(rep, "varmedad.obj5.variance_vs_evit").paper_value == pytest.approx(0.22)
 
 
 def test_overlap_claim_needs_a_fine_tune_that_trains_the_embeddings():

@@ -202,3 +202,82 @@ def test_is_proxy_follows_the_choice(monkeypatch):
     assert not C.is_proxy(name) and not C.is_proxy("no_such_model")
     monkeypatch.setattr(C, "CHOSEN", {**C.CHOSEN, round2.CANDIDATES[0].role: name})
     assert C.is_proxy(name) and C.is_proxy(f"{name}_smoke")
+
+
+# ---------------------------------------------------------------------------------------------- round 3 as a proxy
+
+
+def _round3_built(monkeypatch, built: set, top1: float = 88.0):
+    """Make the cached off-the-shelf outputs of the candidates in ``built`` loadable (the others missing), each with
+    notebook 00's measurement giving ``top1`` and a ToMe cost of 2 points."""
+    from tokenprune.study.proxy import calibration as proxy_calibration
+    from tokenprune.training.proxy import outputs as proxy_outputs
+
+    def load(c, profile="default"):
+        if c.name not in built:
+            raise checkpoints.CheckpointMissingError(f"{c.name}: not built")
+        return {"labels": c.name}, {}
+
+    def measurements(c, arrays, seed=0):
+        return {"candidate": c.name, "role": c.role, "top1": top1, "top1_low": top1 - 1, "top1_high": top1 + 1,
+                "test_images": c.test_images, "tome_cost": 2.0, "cost@0.7": 1.0, "cost@0.5": 3.0}
+
+    monkeypatch.setattr(proxy_outputs, "load", load)
+    monkeypatch.setattr(proxy_calibration, "measurements", measurements)
+    C.k6_measurement.cache_clear()
+    C._proxy_measurements.cache_clear()
+
+
+@pytest.fixture
+def fresh_caches():
+    yield
+    C.k6_measurement.cache_clear()
+    C._proxy_measurements.cache_clear()
+
+
+def test_round3_candidates_are_known_to_the_premises(monkeypatch, fresh_caches):
+    from tokenprune.training.proxy import round3
+
+    for c in round3.CANDIDATES:
+        assert C._candidate(c.name) is c and C._candidate(f"{c.name}_smoke") is c and C._role(c.name) == c.role
+    name = round3.CANDIDATES[0].name
+    _round3_built(monkeypatch, {name}, top1=88.0)
+    assert C.k6_measurement(name) == {"top1": 88.0, "low": 87.0, "high": 89.0, "n": round3.CANDIDATES[0].test_images}
+    assert C.k6_measurement(f"{name}_smoke") is None   # a smoke model is judged as such
+    p = C.bar_premise(name)
+    assert p.holds and p.name == C.PROXY_BAR and "88.00" in p.detail
+
+
+def test_a_round3_proxy_without_cached_outputs_fails_its_bar_as_not_testable(monkeypatch, fresh_caches):
+    from tokenprune.study import verdicts
+    from tokenprune.training.proxy import round3
+
+    name = round3.CANDIDATES[0].name
+    _round3_built(monkeypatch, set())
+    monkeypatch.setattr(C, "CHOSEN", {**C.CHOSEN, "classification": name})
+    monkeypatch.setattr(C, "HOW", {**C.HOW, "classification": "meets every criterion"})
+    p = C.bar_premise(name)
+    assert not p.holds and p.fails_as == verdicts.NOT_TESTABLE and name in p.detail and "--round 3" in p.detail
+    # the measurements the proxy's claims scale by are absent, not an error
+    assert C.sensitivity_of(name, "tome") is None and C.fallback_limitation(name) == ""
+    _round3_built(monkeypatch, {name})
+    assert C.sensitivity_of(name, "tome") == pytest.approx(2.0 / 1.0) and C.fallback_limitation(name) == ""
+
+
+def test_recheck_caches_rechecks_round3_candidates_as_they_are_built(monkeypatch, fresh_caches):
+    from types import SimpleNamespace
+
+    from tokenprune.training.proxy import outputs as proxy_outputs, round2, round3
+
+    built = {c.name for c in C.plan.CANDIDATES + round2.CANDIDATES} | {round3.CANDIDATES[0].name}
+    _round3_built(monkeypatch, built)
+    seen = []
+
+    def recheck(c, arrays, n):
+        seen.append(c.name)
+        return [SimpleNamespace(agreeing_max=0.0, label="unpruned", moved=0)]
+
+    monkeypatch.setattr(proxy_outputs, "recheck", recheck)
+    out = C.recheck_caches(proxy_outputs.MEASURE_BATCH)
+    assert round3.CANDIDATES[0].name in out and round3.CANDIDATES[1].name not in out   # the second is not built
+    assert seen == [c.name for c in C._CANDIDATES if c.name in built]

@@ -77,9 +77,14 @@ def test_default_recipes_fit_the_brief():
     hashes = [x.recipe_hash() for x in r.values()]
     assert len(set(hashes)) == len(hashes)
     smoke = model_recipes.smoke_recipes()
-    # the smoke profile runs the fine-tunes' code on seeds 0-2 only, and has each round-2 candidate (an audit's proxy)
+    # the smoke profile runs the fine-tunes' code on seeds 0-2 only, and has each candidate of rounds 2 and 3 (an
+    # audit's proxy)
     assert set(smoke) == ({f"{n}_smoke" for n, x in r.items() if x.arch["builder"] != "finetune" or x.seed <= 2}
-                          | {f"{n}_smoke" for n in model_recipes.round2_recipes()})
+                          | {f"{n}_smoke" for n in model_recipes.round2_recipes()}
+                          | {f"{n}_smoke" for n in model_recipes.round3_recipes()})
+    full = smoke["s14d_fmnist112_full_smoke"]   # round 3's first candidate, as small as round 2's
+    assert (full.train_subset, full.epochs, full.dataset_kwargs["limit"]) == (64, 1, 256)
+    assert full.img_size == model_recipes.round3_recipes()["s14d_fmnist112_full"].img_size
 
 
 # ---------------------------------------------------------------------------------------------- pieces
@@ -313,11 +318,11 @@ def test_smoke_profile_builds_every_model(tmp_path):
     infos = tm.build_profile("smoke", cache_dir=tmp_path, progress=False, skip_missing_weights=True)
     names = {i["name"] for i in infos}
     assert {"small_vit_fmnist_smoke", "s14_birds_easy_smoke", "s14d_birds196_smoke"} <= names
-    # round 2's models store blocks 4-12 (about 32 MB) and are budgeted as a round (round2.REPO_BUDGET_MB)
-    round2 = {f"{n}_smoke" for n in model_recipes.round2_recipes()}
+    # the models of rounds 2 and 3 store blocks 4-12 (about 32 MB) and are budgeted as a round (REPO_BUDGET_MB)
+    deep = {f"{n}_smoke" for n in {**model_recipes.round2_recipes(), **model_recipes.round3_recipes()}}
     for info in infos:
         assert Path(info["path"]).is_file()
-        assert info["size_bytes"] <= checkpoints.MAX_CHECKPOINT_BYTES or info["name"] in round2
+        assert info["size_bytes"] <= checkpoints.MAX_CHECKPOINT_BYTES or info["name"] in deep
         assert 0.0 <= info["test"]["accuracy"] <= 1.0
     for info in infos:  # second call: everything from the cache
         model, again = tm.load_base_model(info["name"], cache_dir=tmp_path)

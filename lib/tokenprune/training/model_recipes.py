@@ -36,8 +36,8 @@ from tokenprune.utils.environment import PROFILES
 __all__ = [
     "FMNIST_MEAN", "FMNIST_STD", "FINETUNE_CONDITIONS", "FINETUNE_SEEDS", "SMOKE_FINETUNE_SEEDS", "FINETUNE_IMAGES",
     "FINETUNE_LR", "FINETUNED_BASES", "default_recipes", "base_recipes", "finetune_recipes", "finetuned_base",
-    "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes", "paper_recipes", "recipes_for",
-    "find_recipe", "round2_recipes", "round3_recipes", "round_recipes",
+    "has_cached_finetunes", "finetune_prefix", "all_finetune_recipes", "finetuned_name", "smoke_recipes",
+    "paper_recipes", "recipes_for", "find_recipe", "round2_recipes", "round3_recipes", "round_recipes",
 ]
 
 FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530  # Fashion-MNIST training-set pixel mean / std (pixels in [0, 1])
@@ -152,6 +152,12 @@ def finetuned_base(base_name: str) -> tuple[str, Optional[list], int, tuple[int,
                      f"{sorted(b for b, *_ in FINETUNED_BASES.values())}")
 
 
+def has_cached_finetunes(base_name: str) -> bool:
+    """Whether the base model ``base_name`` (a smoke name: its default model) has cached fine-tunes
+    (:data:`FINETUNED_BASES`)."""
+    return any(base == base_name.removesuffix("_smoke") for base, *_ in FINETUNED_BASES.values())
+
+
 def finetune_prefix(base_name: str) -> str:
     """The name prefix of the cached fine-tunes of ``base_name`` (:func:`finetuned_base`)."""
     return finetuned_base(base_name)[0]
@@ -174,10 +180,10 @@ def finetuned_name(condition: str, seed: int, profile: str = "default", prefix: 
 
 
 def smoke_recipes() -> dict[str, TrainRecipe]:
-    """Tiny versions of the default models and of the proxy's round-2 candidates (:func:`round2_recipes`, which the
-    audits may run on): a few steps each, seconds in all."""
+    """Tiny versions of the default models and of the proxy's round-2 and round-3 candidates (:func:`round2_recipes`,
+    :func:`round3_recipes`, which the audits may run on): a few steps each, seconds in all."""
     out = {}
-    for name, r in {**default_recipes(), **round2_recipes()}.items():
+    for name, r in {**default_recipes(), **round2_recipes(), **round3_recipes()}.items():
         arch = dict(r.arch)
         kw: dict[str, Any] = dict(epochs=1, warmup_epochs=0.2, batch_size=16, train_subset=64, val_subset=32,
                                   test_subset=32)

@@ -179,8 +179,11 @@ _CHOICES: dict[str, list] = {
     "dtype": ["fp32", "bf16", "auto"],
     "ablations": ["few", "all"],
     "figure_model": ["vit_s14", "random_tiny"],
-    "proxy_model": ["vit_s14_fmnist_ft", "vit_s14_fmnist_ft_smoke", "small_vit_fmnist", "small_vit_fmnist_smoke",
-                    DEIT_S],
+    # the audit model notebook 00's outcome names (chosen.AUDIT_MODEL, a chosen proxy once there is one) and the
+    # stand-in measured while none is chosen, each with its smoke version; the small ViT; DeiT-S (paper)
+    "proxy_model": list(dict.fromkeys([chosen.AUDIT_MODEL, f"{chosen.AUDIT_MODEL}_smoke", chosen.STAND_IN,
+                                       f"{chosen.STAND_IN}_smoke", "small_vit_fmnist", "small_vit_fmnist_smoke",
+                                       DEIT_S])),
 }
 
 PROFILES: dict[str, dict[str, Any]] = {

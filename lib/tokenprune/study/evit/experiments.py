@@ -16,7 +16,7 @@ from tokenprune.core.patch import patch
 from tokenprune.measure import evaluation, intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import cached_sweeps, verdicts
-from tokenprune.study.proxy import audit_model, chosen
+from tokenprune.study.proxy import audit_model, chosen, needed_finetunes as needed
 from tokenprune.study.evit.filing import file
 from tokenprune.study.evit.claims import CLAIMS, OWN_TEST, TOP5_CEILING, TOP5_NOT_AT_CEILING
 from tokenprune.study.paper_numbers import EVIT
@@ -27,8 +27,8 @@ from tokenprune.training.recipe import TrainRecipe
 
 __all__ = ["Sweep", "Finetunes", "SynthBirds", "load_audit_model", "load_small_vit", "keep_sweep", "top5_correct",
            "top5_view", "add_top5", "top5_claim", "removal_claim", "paper_fusion_side", "fusion_claims",
-           "cached_finetunes", "finetune_claims", "variance_ratio_detectable", "own_test_premise", "keep_configs",
-           "keep_sweep_inputs", "synthbirds_inputs", "synthbirds_sweep"]
+           "cached_finetunes", "missing_finetunes", "finetune_claims", "comparisons_table", "variance_ratio_detectable",
+           "own_test_premise", "keep_configs", "keep_sweep_inputs", "synthbirds_inputs", "synthbirds_sweep"]
 
 _DEIT_S = EVIT["deit_small_patch16_224"]
 _PCT = ("top1", "top1_low", "top1_high", "agreement", "agreement_low", "agreement_high")
@@ -48,7 +48,8 @@ class Sweep:
 
 @dataclass
 class Finetunes:
-    """The proxy's cached fine-tunes: predictions per condition (one per seed), the per-run log and the table."""
+    """The proxy's cached fine-tunes: predictions per condition (one per seed), the per-run log and the table (all
+    but the table's off-the-shelf rows empty on a proxy with no cached fine-tunes)."""
 
     preds: dict
     log: pd.DataFrame
@@ -262,12 +263,14 @@ def cached_finetunes(model: EvaluatedModel, cfg: Any, preds: dict) -> Finetunes:
     outputs ``make models`` cached on its test split, each rechecked against its checkpoint:
     :func:`tokenprune.training.finetune_outputs.cached_logits`), with the per-run log (recipe hash, weights'
     SHA-256, checkpoint accuracy) and the table (with the off-the-shelf rows for reference; ``model.base`` is left
-    unpruned)."""
+    unpruned). A proxy with no cached fine-tunes has none to evaluate: no predictions, an empty log, the table's
+    off-the-shelf rows alone (:func:`finetune_claims` files its claims as not testable here)."""
     prof = "smoke" if cfg.profile == "smoke" else "default"
-    prefix = model_recipes.finetune_prefix(cfg.proxy_model)
-    finetuned: dict = {name: [] for name in model_recipes.FINETUNE_CONDITIONS}
+    cached_here = model_recipes.has_cached_finetunes(cfg.proxy_model)
+    prefix = model_recipes.finetune_prefix(cfg.proxy_model) if cached_here else ""
+    finetuned: dict = {name: [] for name in model_recipes.FINETUNE_CONDITIONS} if cached_here else {}
     log = []
-    for name, (k, red, warm) in model_recipes.FINETUNE_CONDITIONS.items():
+    for name, (k, red, warm) in model_recipes.FINETUNE_CONDITIONS.items() if cached_here else ():
         for s in cfg.finetune_seeds:
             m, info = tp_models.load_finetuned(name, s, prof, prefix=prefix)
             recipe = TrainRecipe.from_dict(info["recipe"])
@@ -281,14 +284,39 @@ def cached_finetunes(model: EvaluatedModel, cfg: Any, preds: dict) -> Finetunes:
             del m
     rows = [{"condition": n, "keep_rate": k, "reducer": red, "keep_warmup_epochs": warm,
              "gmacs": model.gmacs_of(k, red), **model.ci_row(finetuned[n])}
-            for n, (k, red, warm) in model_recipes.FINETUNE_CONDITIONS.items()]
+            for n, (k, red, warm) in model_recipes.FINETUNE_CONDITIONS.items() if n in finetuned]
     k0 = cfg.ft_keep
     rows += [{"condition": f"off the shelf: {lab}", "keep_rate": k, "reducer": red, "keep_warmup_epochs": None,
               "gmacs": model.gmacs_of(k, red), **model.ci_row(preds[lab])}
              for lab, k, red in (("unpruned", 1.0, "fuse_attention"), (f"fuse@{k0:g}", k0, "fuse_attention"),
                                  (f"drop@{k0:g}", k0, "drop"))]
     patch(model.base, keep_rate=1.0)
-    return Finetunes(finetuned, pd.DataFrame(log), pd.DataFrame(rows))
+    return Finetunes(finetuned, pd.DataFrame(log, columns=_LOG_COLUMNS), pd.DataFrame(rows))
+
+
+#: the columns of :class:`Finetunes`' log, one row per cached fine-tune evaluated
+_LOG_COLUMNS = ["condition", "seed", "keep_rate", "reducer", "keep_warmup_epochs", "model", "recipe_hash", "sha256",
+                "checkpoint_test_accuracy", "train_s", "top1"]
+
+
+def missing_finetunes(cfg: Any) -> needed.NeededFinetunes:
+    """The fine-tunes that would decide §6b's claims on ``cfg.proxy_model`` when it has none cached: the cached
+    design (every condition of :data:`~tokenprune.training.model_recipes.FINETUNE_CONDITIONS`, each seed of
+    ``cfg.finetune_seeds``, the training images of the stand-in's cached fine-tunes) on it
+    (:func:`tokenprune.study.proxy.needed_finetunes.needed`)."""
+    images = model_recipes.finetuned_base(chosen.STAND_IN)[2]
+    conditions = [(n, k < 1.0) for n, (k, _, _) in model_recipes.FINETUNE_CONDITIONS.items()]
+    return needed.needed(cfg.proxy_model, conditions, cfg.finetune_seeds, images,
+                         f"<prefix>_ft_<condition>_s<seed> of a FINETUNED_BASES entry for {cfg.proxy_model}")
+
+
+def comparisons_table(cmp: dict) -> pd.DataFrame:
+    """The fine-tuned comparisons of :func:`finetune_claims`, one row each (its name, then
+    :meth:`~tokenprune.study.proxy.audit_model.Comparison.row`); with none, an empty table with the columns every
+    comparison has."""
+    if not cmp:
+        return pd.DataFrame(columns=["comparison", "diff", "low", "high", "low90", "high90", "p", "seeds"])
+    return pd.DataFrame([{"comparison": k, **v.row()} for k, v in cmp.items()])
 
 
 def variance_ratio_detectable(n_a: int, n_b: int, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -319,8 +347,22 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     smaller seed spread, the warm-up's negligible effect (``fuse70_warm`` vs ``fuse70``) and the cost of keep
     ``cfg.ft_keep`` (``unpruned`` fine-tune vs ``fuse70``). Registers
     :func:`~tokenprune.study.proxy.audit_model.moved_premise`, which each declares; the comparisons of means are
-    gated by their design. Returns the comparisons by name."""
+    gated by their design. Returns the comparisons by name. With no fine-tunes (``finetuned`` empty: the proxy has
+    none cached), each claim is not testable here on that premise, which names the fine-tunes that would decide
+    (:func:`missing_finetunes`); no comparison is returned."""
     k0, keys = cfg.ft_keep, {"keep": cfg.ft_keep}
+    pk = _DEIT_S["keep"].get(k0, _DEIT_S["keep"][0.7])
+    paper_d = round(pk["top1"] - pk["top1_no_fusion"], 2)   # the effect in dispute, from Table 2
+    cost = round(_DEIT_S["baseline"]["top1"] - _DEIT_S["keep"][0.7]["top1"], 2)
+    if not finetuned:
+        missing = missing_finetunes(cfg)
+        rep.add_premise(missing.premise())
+        none = verdicts.not_testable(f"no cached fine-tunes of {cfg.proxy_model}")
+        for cid, paper_value in (("evit.t2.fusion_beats_drop.keep{keep:g}.finetuned", paper_d),
+                                 ("evit.t2.fusion_smaller_seed_spread.keep{keep:g}", None),
+                                 ("evit.warmup.negligible", None), ("evit.t2.cost.keep{keep:g}.finetuned", cost)):
+            file(rep, CLAIMS[cid], none, keys=keys, paper_value=paper_value, details=missing.record())
+        return {}
     pairs = {"fuse - drop (fine-tuned)": ("fuse70", "drop70"), "warm-up - no warm-up": ("fuse70_warm", "fuse70"),
              "unpruned - fuse (fine-tuned; the cost)": ("unpruned", "fuse70")}
     cmp = {name: model.compare(finetuned[a], finetuned[b]) for name, (a, b) in pairs.items()}
@@ -336,8 +378,6 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
     n = f"{len(finetuned['fuse70'])} seeds, {len(model.y)} images"
 
     c = cmp["fuse - drop (fine-tuned)"]
-    pk = _DEIT_S["keep"].get(k0, _DEIT_S["keep"][0.7])
-    paper_d = round(pk["top1"] - pk["top1_no_fusion"], 2)   # the effect in dispute, from Table 2
     decl = CLAIMS["evit.t2.fusion_beats_drop.keep{keep:g}.finetuned"]
     g = gated(decl.rule().decide(c.diff, c.low, c.high, p=c.p), paper_d, designs["fuse - drop (fine-tuned)"])
     file(rep, decl, g.decision, keys=keys, paper_value=paper_d, our_value=round(c.diff, 3), ci=_interval(c),
@@ -364,7 +404,6 @@ def finetune_claims(rep: Any, model: EvaluatedModel, cfg: Any, finetuned: dict, 
                   "effect in dispute": f"the equivalence margin {margin:g} points"})
 
     c = cmp["unpruned - fuse (fine-tuned; the cost)"]
-    cost = round(_DEIT_S["baseline"]["top1"] - _DEIT_S["keep"][0.7]["top1"], 2)
     decl = CLAIMS["evit.t2.cost.keep{keep:g}.finetuned"]
     # non-inferiority: the effect in dispute is the margin (the distance from the paper's cost the claim allows)
     g = gated(decl.rule(cost, margin).decide(c.diff, c.low, c.high), margin,

@@ -97,8 +97,8 @@ def figure_throughput(speed: pd.DataFrame, cfg: Any, device: str):
 
 
 def figure_accuracy_vs_macs(model: EvaluatedModel, cfg: Any, sweep, ft_table, mq_table, loc_out):
-    """Top-1 and agreement against the proxy's GMACs: the sweep, the cached fine-tunes (mean +- seed sd), the other
-    selections and the MAC-matched locations."""
+    """Top-1 and agreement against the proxy's GMACs: the sweep, the cached fine-tunes (mean +- seed sd; none on a
+    proxy with no cached fine-tunes), the other selections and the MAC-matched locations."""
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     sw = sweep[sweep.config != "unpruned"].copy()
     sw["selection"] = ["fused" if r == "fuse_attention" else "dropped" for r in sw.reducer]
@@ -111,6 +111,8 @@ def figure_accuracy_vs_macs(model: EvaluatedModel, cfg: Any, sweep, ft_table, mq
                    c="k",
                    zorder=5, label="unpruned")
         for name, mk in (("fuse70_warm", "D"), ("fuse70", "s"), ("drop70", "v")):
+            if name not in set(ft_table.condition):   # a proxy with no cached fine-tunes
+                continue
             r = ft_table.set_index("condition").loc[name]
             ax.errorbar([r.gmacs], [r[metric_]], yerr=[[r[f"{metric_}_seed_sd"]], [r[f"{metric_}_seed_sd"]]], marker=mk,
                         ms=6, ls="none", capsize=3, label=f"fine-tuned: {name} (± seed sd)")
@@ -154,7 +156,8 @@ def figure_throughput_vs_accuracy(small_speed: pd.DataFrame, speed: pd.DataFrame
 
 
 def figure_finetune_seeds(model: EvaluatedModel, cfg: Any, finetuned: dict, preds: dict):
-    """Top-1 of every fine-tuned seed per condition (mean +- sd), against the models before fine-tuning."""
+    """Top-1 of every fine-tuned seed per condition (mean +- sd), against the models before fine-tuning (those alone,
+    the title saying so, on a proxy with no cached fine-tunes)."""
     fig, ax = plt.subplots(figsize=(7, 3.4))
     for name in finetuned:
         vals = 100 * correct_matrix(finetuned[name]).mean(1)
@@ -165,7 +168,8 @@ def figure_finetune_seeds(model: EvaluatedModel, cfg: Any, finetuned: dict, pred
     ax.axhline(100 * preds[f"fuse@{cfg.ft_keep:g}"].correct.mean(), color="C3", ls=":", lw=0.8,
                label=f"before fine-tuning (fuse@{cfg.ft_keep:g})")
     ax.set(ylabel="top-1 (%)", title=f"cached fine-tunes of {model.name}, keep {cfg.ft_keep:g}: seeds "
-                                     f"{list(cfg.finetune_seeds)} (mean ± sd)")
+                                     f"{list(cfg.finetune_seeds)} (mean ± sd)" if finetuned else
+           f"{model.name} has no cached fine-tunes: before fine-tuning only")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

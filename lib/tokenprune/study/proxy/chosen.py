@@ -30,12 +30,12 @@ import torch
 
 from tokenprune.study.proxy import plan
 from tokenprune.training import base_models as tp_models, checkpoints, model_recipes
-from tokenprune.training.proxy import round2
+from tokenprune.training.proxy import round2, round3
 
 if TYPE_CHECKING:
     from tokenprune.study import verdicts
 
-__all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "AUDIT_MODEL", "start",
+__all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "STAND_IN", "AUDIT_MODEL", "start",
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
            "proxy_premise", "bar_premise", "k6_measurement", "proxy_premises", "fallback_limitation", "band_sides",
@@ -66,9 +66,14 @@ HOW: dict[str, str] = {"classification": "none", "fine-grained": "fallback"}
 PROXY = CHOSEN["classification"]
 #: the fine-grained proxy (SynthBirds with exact part masks) of notebooks 01, 03 and 04
 FINE_GRAINED = CHOSEN["fine-grained"]
-#: the model the accuracy measurements of 01-03 run on: the proxy, or, with none, the 16-token ViT-S/14 of the study's
-#: earlier calibration (56 px on Fashion-MNIST): what was measured, shown beside claims that are not testable here
-AUDIT_MODEL = PROXY or "vit_s14_fmnist_ft"
+#: the 16-token ViT-S/14 of the study's earlier calibration (56 px on Fashion-MNIST): the model measured instead of a
+#: classification proxy while none is chosen (its numbers shown beside claims that are not testable here)
+STAND_IN = "vit_s14_fmnist_ft"
+#: the model the accuracy measurements of 01-03 run on: the proxy, or, with none, :data:`STAND_IN`
+AUDIT_MODEL = PROXY or STAND_IN
+
+#: every pre-registered candidate, in the order the rounds declared them
+_CANDIDATES: tuple[plan.Candidate, ...] = (*plan.CANDIDATES, *round2.CANDIDATES, *round3.CANDIDATES)
 
 
 def start(cfg: Any) -> None:
@@ -78,8 +83,8 @@ def start(cfg: Any) -> None:
 
 
 def recheck_caches(n: int) -> dict[str, dict[str, Any]]:
-    """Recompute the first ``n`` test images of every candidate's cached off-the-shelf outputs (round 2's as they
-    are built) and compare (:func:`tokenprune.training.proxy.outputs.recheck`, by the rule of
+    """Recompute the first ``n`` test images of every candidate's cached off-the-shelf outputs (those of rounds 2 and 3
+    as they are built) and compare (:func:`tokenprune.training.proxy.outputs.recheck`, by the rule of
     :mod:`tokenprune.training.recheck`: ``CacheStale`` when one no longer matches). Per candidate: the largest logit
     difference of the images that took the same discrete decisions (``max_logit_diff``) and, per configuration with a
     discrete step, the images that moved beyond the tight tolerance at a near tie (``moved``, only those with any);
@@ -95,13 +100,13 @@ def recheck_caches(n: int) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     if n == 0:
         return out
-    for c in plan.CANDIDATES + round2.CANDIDATES:
+    for c in _CANDIDATES:
         try:
             arrays, _ = proxy_outputs.load(c)
         except CheckpointMissingError:
             if c.round == 1:
                 raise
-            continue   # a round-2 candidate not built yet (calibration.round2_status says so)
+            continue   # a candidate of a later round not built yet (notebook 00's round status says so)
         checks = proxy_outputs.recheck(c, arrays, n=n)
         out[c.name] = {"max_logit_diff": max(r.agreeing_max for r in checks),
                        "moved": {r.label: r.moved for r in checks if r.moved}}
@@ -168,10 +173,10 @@ fallback's limitation when the model is the fallback proxy."""
 
 
 def _candidate(name: str) -> Optional[plan.Candidate]:
-    """The pre-registered candidate of either round ``name`` stands for (a smoke model for its default one), or
+    """The pre-registered candidate of any round that ``name`` stands for (a smoke model for its default one), or
     None."""
     key = name.removesuffix("_smoke")
-    return next((c for c in plan.CANDIDATES + round2.CANDIDATES if c.name == key), None)
+    return next((c for c in _CANDIDATES if c.name == key), None)
 
 
 def band_sides(costs: dict[str, Optional[float]]) -> dict[str, str]:
@@ -222,14 +227,19 @@ def is_proxy(name: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def _proxy_measurements(name: str) -> Optional[dict[str, Any]]:
     """Notebook 00's measurements of ``name`` from its cached outputs when it is a role's proxy (:func:`is_proxy`),
-    else None: the one place :func:`fallback_limitation` and :func:`sensitivity_of` read them from."""
+    else None, and None while those outputs are not built (its K6 premise then says so: :func:`bar_premise`): the one
+    place :func:`fallback_limitation` and :func:`sensitivity_of` read them from."""
     from tokenprune.study.proxy import calibration as proxy_calibration
     from tokenprune.training.proxy import outputs as proxy_outputs
 
     if not is_proxy(name):
         return None
     c = _candidate(name)
-    return proxy_calibration.measurements(c, proxy_outputs.load(c)[0])
+    try:
+        arrays, _ = proxy_outputs.load(c)
+    except checkpoints.CheckpointMissingError:
+        return None
+    return proxy_calibration.measurements(c, arrays)
 
 
 def fallback_limitation(name: str, family: Optional[str] = None) -> str:
@@ -320,11 +330,18 @@ def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = No
     as such and says so (its bar cannot be met in a few steps). ``label`` is the premise's name (default
     :data:`PROXY_BAR` for a classification model, :data:`FINE_GRAINED_BAR` else). On a role's fallback proxy the
     premise carries :func:`fallback_limitation`, with the sensitivity factor of ``family``, the claim family of the
-    claims that read the premise (None: each family's)."""
+    claims that read the premise (None: each family's). A candidate whose cached outputs are not built has no K6
+    measurement yet: the premise fails as ``not testable here``, naming the command that builds them."""
     from tokenprune.study import verdicts
 
     role = role or _role(name)
+    label = label or (PROXY_BAR if role == "classification" else FINE_GRAINED_BAR)
     k6 = k6_measurement(name)
+    c = _candidate(name)
+    if k6 is None and c is not None and name == c.name:
+        build = "python -m tokenprune models" + (f" --round {c.round}" if c.round > 1 else "")
+        return verdicts.Premise(label, False, f"{name}: no K6 measurement of notebook 00 yet, its cached outputs are "
+                                              f"not built (`{build}`)", fails_as=verdicts.NOT_TESTABLE)
     if k6 is not None:
         top1, lo, hi, where = k6["top1"], k6["low"], k6["high"], f"notebook 00's K6, {k6['n']} test images"
     else:
@@ -335,7 +352,6 @@ def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = No
         t = info["test"]
         top1, lo, hi = 100 * t["accuracy"], 100 * t["ci95"][0], 100 * t["ci95"][1]
         where = f"{t['n']} test images"
-    label = label or (PROXY_BAR if role == "classification" else FINE_GRAINED_BAR)
     bar = plan.BARS[role]
     return verdicts.Premise(label, bool(top1 >= bar),
                             f"{name}: {top1:.2f} % [{lo:.2f}, {hi:.2f}] top-1 ({where}), bar {bar:g} %",

@@ -2,7 +2,9 @@
 :data:`tokenprune.training.cached_finetunes.VARMEDAD` (loaded; ``make models`` builds them), at ``smoke`` and under
 other settings the same runs trained here (not kept), at ``paper`` the runs of the recipe :data:`PAPER_RECIPE` on
 timm's training stack (:func:`tokenprune.study.paper_runs.trained_model`). :func:`finetune_all` measures every run
-and the off-the-shelf reference of each pruned configuration on the same images (:class:`Finetunes`)."""
+and the off-the-shelf reference of each pruned configuration on the same images (:class:`Finetunes`). At ``default``
+on a base model with no cached runs (a proxy notebook 00 chose after they were built) nothing is trained, hours on
+this CPU: :func:`missing_runs` names the runs that would decide, and the fine-tuned claims say so."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,6 +21,7 @@ from tokenprune.core.config import UNPRUNED, PruneConfig
 from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import Predictions
 from tokenprune.study import paper_runs, verdicts
+from tokenprune.study.proxy import needed_finetunes
 from tokenprune.study.varmedad.claims import TRAINS_OVERLAP
 from tokenprune.study.varmedad.settings import LOCS, PAPER_RECIPE, R_AGGRESSIVE, R_MAIN
 from tokenprune.training import checkpoints
@@ -26,8 +29,8 @@ from tokenprune.training.finetune import finetune_trainable
 from tokenprune.training import cached_finetunes as cached
 from tokenprune.training import sources
 
-__all__ = ["Finetunes", "finetune_runs", "paper_temperatures", "paper_ft_spec", "ft_prepare", "given_finetune",
-           "finetune_all", "seed_summary_table", "ft_setting", "trains_overlap_premise"]
+__all__ = ["Finetunes", "finetune_runs", "missing_runs", "paper_temperatures", "paper_ft_spec", "ft_prepare",
+           "given_finetune", "finetune_all", "seed_summary_table", "ft_setting", "trains_overlap_premise"]
 
 
 @dataclass
@@ -36,7 +39,8 @@ class Finetunes:
     training time, recipe hash; at paper the run and whether it trained its whole schedule), the fine-tuned
     predictions by (config, seed), the off-the-shelf references by config, the rows of the training split, the
     images they are measured on (``n_test``), and at ``paper`` the :class:`~tokenprune.study.paper_runs.TrainedRun`
-    of each (config, seed) and the recipe in words (``setting``)."""
+    of each (config, seed) and the recipe in words (``setting``); ``missing``: the runs that would decide when the
+    base model has none cached and none is trained here (:func:`missing_runs`; nothing measured then)."""
 
     table: pd.DataFrame
     preds: dict
@@ -45,6 +49,7 @@ class Finetunes:
     n_test: int
     runs: dict
     setting: str
+    missing: Optional[needed_finetunes.NeededFinetunes] = None
 
 
 def finetune_runs(cfg: SimpleNamespace) -> cached.FinetuneRuns:
@@ -55,6 +60,18 @@ def finetune_runs(cfg: SimpleNamespace) -> cached.FinetuneRuns:
         seeds=tuple(cfg.seeds), steps=cfg.finetune_steps, batch=cfg.finetune_batch, lr=cfg.finetune_lr,
         temperature=float(cfg.temperature), keep_rate=R_MAIN, aggressive_keep_rate=R_AGGRESSIVE, locations=LOCS,
         dtype=cfg.dtype, eval_batch=cfg.eval_batch)
+
+
+def missing_runs(cfg: SimpleNamespace) -> Optional[needed_finetunes.NeededFinetunes]:
+    """At ``default``, on a base model with no cached runs (not :data:`~tokenprune.training.cached_finetunes.
+    VARMEDAD`'s), the runs of ``cfg`` that would decide the fine-tuned claims (every configuration and seed,
+    ``finetune_steps`` x ``finetune_batch`` images each; :func:`tokenprune.study.proxy.needed_finetunes.needed`),
+    which would take hours to train here; None where the runs are cached or trained here (other profiles)."""
+    if cfg.profile != "default" or cfg.base_model == cached.VARMEDAD.base_model:
+        return None
+    return needed_finetunes.needed(cfg.base_model, [(c, c != "unpruned") for c in cfg.finetune_configs], cfg.seeds,
+                                   cfg.finetune_steps * cfg.finetune_batch,
+                                   f"{cached.VARMEDAD.prefix}_ft_<config>_s<seed> on {cfg.base_model}")
 
 
 def paper_temperatures() -> list[float]:
@@ -157,10 +174,13 @@ def finetune_all(subjects: Any, tome: PruneConfig, cfg: SimpleNamespace, device:
     the same images. At ``default`` the runs are the cached ones when ``cfg``'s runs are among them (a missing one
     raises, naming ``make models``); other settings and ``smoke`` train here, not kept; ``paper`` runs
     :data:`PAPER_RECIPE` (each run's TrainedRun in :attr:`Finetunes.runs`, for the premise that every run trained
-    the whole schedule)."""
+    the whole schedule). At ``default`` on a base model with no cached runs, none is trained: the result holds the
+    runs that would decide (:func:`missing_runs`) and nothing measured."""
     n_train_rows, paper = len(subjects.base_ds["train"]), cfg.profile == "paper"
-    if cfg.finetune_steps <= 0:
-        return Finetunes(pd.DataFrame(), {}, {}, n_train_rows, len(subjects.y_eval), {}, ft_setting(cfg, n_train_rows))
+    missing = missing_runs(cfg) if cfg.finetune_steps > 0 else None
+    if cfg.finetune_steps <= 0 or missing is not None:
+        return Finetunes(pd.DataFrame(), {}, {}, n_train_rows, len(subjects.y_eval), {}, ft_setting(cfg, n_train_rows),
+                         missing)
     runs = finetune_runs(cfg)
     images, labels = _eval_images(subjects, cfg)
     if paper:

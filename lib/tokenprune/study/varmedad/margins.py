@@ -11,6 +11,7 @@ from tokenprune.measure import intervals
 from tokenprune.measure.evaluation import paired_comparison
 from tokenprune.study import paper_runs, verdicts
 from tokenprune.study.proxy import audit_model
+from tokenprune.study.proxy.audit_model import MOVED
 from tokenprune.study.varmedad.claims import CLAIMS, SEEDS, TOP1, TRAINS_OVERLAP
 from tokenprune.study.claims import unmeasured
 from tokenprune.study.varmedad.designs import file, file_on_base, seed_design
@@ -47,12 +48,20 @@ def margin_claim(rep, ft: Finetunes, cfg: SimpleNamespace, cid: str) -> Optional
     """A fine-tuned margin ``a - b`` (:data:`MARGINS`): per seed a paired comparison on the same test images, across
     seeds a t-interval of the difference, decided by the declared rule, gated on the seed-level design (effect in
     dispute: the paper's margin), then on its declared premises (the overlap trains its embeddings, the fine-tuning
-    moved the model, at least 3 seeds; the proxy's calibration, or at ``paper`` every run's whole schedule)."""
+    moved the model, at least 3 seeds; the proxy's calibration, or at ``paper`` every run's whole schedule). With no
+    cached runs of the base model (``ft.missing``) it is not testable here, the moved-model premise naming the runs
+    that would decide."""
     a, b, paper_value = MARGINS[cid]
     decl = CLAIMS[paper_runs.paper_scale_id(cid) if cfg.profile == "paper" else cid]
     if a not in cfg.finetune_configs or b not in cfg.finetune_configs or cfg.finetune_steps <= 0:
         why = f"profile {cfg.profile!r} does not fine-tune both {a} and {b} (finetune_configs, finetune_steps)"
         file(rep, decl, verdicts.not_testable(why), paper_value=paper_value, premises=unmeasured(decl, why))
+        return None
+    if ft.missing is not None:   # no cached runs of this base model: the premise names those that would decide
+        why = f"no cached fine-tunes of {cfg.base_model}"
+        vacuous = {n: p for n, p in unmeasured(decl, why).items() if n in (SEEDS, TRAINS_OVERLAP)}
+        file(rep, decl, verdicts.not_testable(why), paper_value=paper_value,
+             premises={**vacuous, MOVED: ft.missing.premise()}, details=ft.missing.record())
         return None
     df = pd.DataFrame([{"seed": s, "a": a, "b": b, **paired_comparison(ft.preds[(a, s)], ft.preds[(b, s)],
                                                                        seed=cfg.seed)} for s in cfg.seeds])

@@ -82,12 +82,13 @@ PROFILES = {
         "n_birds": 32,
         **paper_runs.TRAINING_SETTINGS,
     },
-    # default: the calibrated proxy of notebook 00 (16 tokens, 6 heads); 1000 of its 10,000 test images, as the
-    # sweep runs 35 configurations (the full split would take over 10 min more on a 2-core CPU); every design's MDE
-    # is also stated at the full split. Its fine-tunes are the cached runs of `make models`
-    # (tokenprune.training.cached_finetunes.VARMEDAD, on the full test split), which the notebook loads
+    # default: the audit model of notebook 00's outcome (chosen.AUDIT_MODEL: its classification proxy, or with none
+    # the 16-token stand-in); 1000 of its 10,000 test images, as the sweep runs 35 configurations (the full split
+    # would take over 10 min more on a 2-core CPU); every design's MDE is also stated at the full split. Its
+    # fine-tunes are the cached runs of `make models` (tokenprune.training.cached_finetunes.VARMEDAD, on the full
+    # test split), which the notebook loads; a base model with none cached trains none here (finetunes.missing_runs)
     "default": {
-        "base_model": CACHED.base_model,
+        "base_model": chosen.AUDIT_MODEL,
         "s14_model": "vit_s14_fmnist_linear",
         "n_eval": 1000,
         "n_rank": 256,
