@@ -736,7 +736,7 @@ def test_decoupled_counts_only_configurations_in_the_scaled_cost_band(tmp_path):
     assert meas.in_cost_band(agr, None).all()
     # every rule outcome, on constructed configurations
     cases = (("decoupled", 10.0, False, "holds"),   # band 3-40 points: the five unrelated configurations count
-             ("decoupled", None, False, NT),        # no sensitivity factor: not testable
+             ("decoupled", None, False, I),         # a proxy without the factor: inconclusive, premise named
              ("decoupled", 2.0, False, I),          # band 0.6-8 points: no configuration in it
              ("decoupled", 10.0, True, "fails"))    # in the band, coverage follows agreement
     for _, factor, coupled, want in cases:
