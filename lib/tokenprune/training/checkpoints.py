@@ -290,7 +290,11 @@ def describe(info: dict[str, Any]) -> str:
     """One line per cached run for ``python -m tokenprune models``."""
     acc = info.get("test", {})
     how = "loaded" if info.get("loaded") else f"trained in {info.get('train_time_s', 0):.0f} s"
-    return (f"{info['name']}: test acc {acc.get('accuracy', float('nan')):.4f} (n={acc.get('n')}), {how}, "
+    # one accuracy, or one per evaluated configuration (``accuracy/<label>``, e.g. a control unpruned and pruned)
+    accs = {k.removeprefix("accuracy/"): v for k, v in acc.items() if k.startswith("accuracy/")}
+    shown = (", ".join(f"{label} {v:.4f}" for label, v in accs.items()) if accs
+             else f"{acc.get('accuracy', float('nan')):.4f}")
+    return (f"{info['name']}: test acc {shown} (n={acc.get('n')}), {how}, "
             f"{info['outputs']} {info['size_bytes'] / 1e6:.2f} MB, weights sha256 {info['weights_sha256'][:16]}...")
 
 
