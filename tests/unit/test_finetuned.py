@@ -110,7 +110,7 @@ def test_eval_data_of_a_cluttered_candidate_equals_its_recipe_test_split():
 
 def test_the_chosen_proxy_is_the_one_the_committed_calibration_chose():
     """chosen.CHOSEN (the audits' default proxy) must be what notebook 00 chose in the committed reports, and
-    the plan applied to the committed caches of both rounds must choose it too."""
+    the plan applied to the committed caches of the three rounds must choose it too."""
     import json
 
     from tokenprune.study.proxy import calibration as proxy_calibration
@@ -119,8 +119,13 @@ def test_the_chosen_proxy_is_the_one_the_committed_calibration_chose():
     res = json.loads((REPO_ROOT / "reports" / "00_proxy_calibration" / "results.json").read_text())
     assert res["profile"] == "default"
     assert res["values"]["chosen"] == C.CHOSEN and res["values"]["how"] == C.HOW
+    from tokenprune.study.proxy import plan as proxy_plan
+    from tokenprune.training.proxy import round2, round3
+
     rows1, chosen1 = proxy_calibration.calibrate()
-    _, chosen, _ = proxy_calibration.calibrate_round2(rows1, chosen1)   # both rounds, as notebook 00 chooses
+    rows2, chosen2, _ = proxy_calibration.calibrate_round2(rows1, chosen1)
+    _, chosen, _ = proxy_calibration.calibrate_round(round3.ROUND, rows1 + [r for r in rows2 if r["built"]], chosen2,
+                                                     proxy_plan.CANDIDATES + round2.CANDIDATES)   # as notebook 00
     assert {role: name for role, (name, _) in chosen.items()} == C.CHOSEN
     assert {role: how for role, (_, how) in chosen.items()} == C.HOW
 

@@ -137,3 +137,45 @@ def test_k6_is_one_measurement_read_by_notebook_00_and_by_the_audits_premise():
     assert f"{nb00['top1']:.2f}" in premise.detail
     assert chosen.k6_measurement("vit_s14_fmnist_ft") is None          # not a candidate: its sidecar decides
     assert chosen.k6_measurement("s14d_fmnist112_smoke") is None
+
+
+def test_the_rounds_summary_lists_what_each_round_built_met_and_missed():
+    from tokenprune.study.proxy import calibration
+
+    a, b = (c.name for c in round3.CANDIDATES)
+    met = {"candidate": a, "role": "classification", "built": True, **{f"K{i}": True for i in range(1, 7)}}
+    k5_missed = {**met, "K5": False}
+    unmeasured = {"candidate": "f", "role": "fine-grained", "K1": True, "K2": None, "K3": True, "K6": True}
+    s = calibration.rounds_summary({1: [unmeasured], 3: [k5_missed, {"candidate": b, "role": "classification",
+                                                                     "built": False}]},
+                                   {1: "a" * 40, 3: None})
+    assert list(s["round"]) == [1, 3] and list(s["declared"]) == [1, 2] and list(s["built"]) == [1, 1]
+    assert s.loc[0, "preregistration"] == "a" * 12 and s.loc[1, "preregistration"] == ""
+    assert s.loc[0, "missed"] == "f: none (not measured: K2)" and s.loc[0, "met_every_criterion"] == "none"   # a role's own criteria
+    assert s.loc[1, "missed"] == f"{a}: K5" and s.loc[1, "not_built"] == b
+    s = calibration.rounds_summary({3: [met]}, {})
+    assert s.loc[0, "met_every_criterion"] == a and s.loc[0, "missed"] == ""
+
+
+def test_without_a_proxy_the_premise_names_the_gpu_candidate_left_unbuilt(monkeypatch):
+    from tokenprune.study import verdicts
+
+    gpu = [c for c in round3.CANDIDATES if round3.BUILT_ON[c.name] == "gpu"]
+    chosen.unbuilt_gpu_candidates.cache_clear()
+    assert chosen.unbuilt_gpu_candidates() == tuple(gpu)      # none is committed: this CPU's round leaves it out
+    monkeypatch.setattr(chosen, "PROXY", None)
+    p = chosen.proxy_premise("vit_s14_fmnist_ft")
+    assert not p.holds and p.fails_as == verdicts.NOT_TESTABLE and all(c.name in p.detail for c in gpu)
+    monkeypatch.setattr(chosen, "unbuilt_gpu_candidates", lambda: ())
+    assert not any(c.name in chosen.proxy_premise("vit_s14_fmnist_ft").detail for c in gpu)
+
+
+def test_the_models_listing_shows_a_controls_accuracy_per_configuration():
+    from tokenprune.training import checkpoints
+
+    info = {"name": "x_ft_unpruned_s0", "train_time_s": 3.0, "outputs": "x.npz", "size_bytes": 1e6,
+            "weights_sha256": "f" * 64, "test": {"accuracy/unpruned": 0.873, "accuracy/fuse@0.7": 0.8666, "n": 5}}
+    line = checkpoints.describe(info)
+    assert "0.8730" in line and "0.8666" in line and "nan" not in line
+    info["test"] = {"accuracy": 0.5, "n": 5}
+    assert "0.5000" in checkpoints.describe(info)

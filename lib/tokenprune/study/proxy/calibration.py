@@ -21,7 +21,7 @@ from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as p
 from tokenprune.training.proxy.candidates import FINETUNE, Candidate
 
 __all__ = ["measurements", "k5", "check_k5", "nearest_tome_r", "calibrate", "table", "criteria_table",
-           "candidates_table", "cost_figure", "round_status", "round_complete", "calibrate_round", "round2_status",
+           "candidates_table", "cost_figure", "round_status", "rounds_summary", "round_complete", "calibrate_round", "round2_status",
            "round2_complete", "calibrate_round2", "NOT_A_CRITERION", "ROUND_TABLES"]
 
 #: the table of notebook 00's report that holds each pre-registered round's measured candidates (:func:`table`)
@@ -287,6 +287,30 @@ def round_status(round: int = 2, profile: str = "default") -> pd.DataFrame:
             built = "not built"
         rows.append({**planned, "base_model": built, "recipe_hash": recipe.recipe_hash()})
     return pd.DataFrame(rows)
+
+
+def rounds_summary(rounds: dict[int, list[dict[str, Any]]],
+                   commits: dict[int, Optional[str]]) -> pd.DataFrame:
+    """One row per pre-registered round (``rounds``: its rows as :func:`calibrate` and :func:`calibrate_round` give
+    them, in candidate order; ``commits``: its pre-registration's commit): the candidates it declared and built, those
+    that met every criterion of their role, each other built candidate with the criteria it missed (and those it did not
+    measure, in brackets), and those not built."""
+    out = []
+    for n in sorted(rounds):
+        rows = rounds[n]
+        built = [r for r in rows if r.get("built", True)]
+        ids = {r["candidate"]: [c.id for c in plan.criteria_of(r["role"])] for r in built}
+        missed = {r["candidate"]: [k for k in ids[r["candidate"]] if r.get(k) is False] for r in built}
+        unmeasured = {r["candidate"]: [k for k in ids[r["candidate"]] if r.get(k) is None] for r in built}
+        out.append({"round": n, "preregistration": (commits.get(n) or "")[:12], "declared": len(rows),
+                    "built": len(built),
+                    "met_every_criterion": ", ".join(k for k in missed if not missed[k] and not unmeasured[k])
+                    or "none",
+                    "missed": "; ".join(f"{k}: {', '.join(missed[k]) or 'none'}" + (
+                        f" (not measured: {', '.join(unmeasured[k])})" if unmeasured[k] else "")
+                        for k in missed if missed[k] or unmeasured[k]),
+                    "not_built": ", ".join(r["candidate"] for r in rows if not r.get("built", True))})
+    return pd.DataFrame(out)
 
 
 def round2_status(profile: str = "default") -> pd.DataFrame:

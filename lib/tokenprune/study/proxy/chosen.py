@@ -8,12 +8,14 @@ candidates in the order tried, the fallback) was committed before any candidate 
 module drives notebook 00 (its settings, the cache recheck, the pre-registration's commit) and holds the outcome the
 audits read (:data:`CHOSEN`).
 
-The outcome, from the committed caches: no classification candidate of either round meets every criterion (round 1's,
-at 64 tokens, cost far more than DeiT-S to prune, ToMe at DeiT-S's MAC ratio over 4 points on each; round 2's, trained
-from block 4, cost it too little or miss K6), so there is **no classification proxy**: the accuracy claims of 01-03
-are ``not testable here`` (:func:`proxy_premise`), their numbers shown as what was measured on :data:`AUDIT_MODEL`.
+The outcome, from the committed caches: no classification candidate of the three rounds meets every criterion (round
+1's, at 64 tokens, cost far more than DeiT-S to prune, ToMe at DeiT-S's MAC ratio over 4 points on each; round 2's,
+trained from block 4, cost it too little or miss K6; round 3's near-miss on its whole split misses only K5, its
+pre-registered fine-tune with pruning not winning back its off-the-shelf cost, and its second candidate is built only
+where a GPU is lent), so there is **no classification proxy**: the accuracy claims of 01-03 are ``not testable here``
+(:func:`proxy_premise`), their numbers shown as what was measured on :data:`AUDIT_MODEL`.
 The fine-grained role has the **fallback** ``s14d_birds196`` (round 2's SynthBirds twin at 196 px, trained from block
-4): no fine-grained candidate of either round meets every criterion, and of those meeting every other criterion it lies
+4): no fine-grained candidate of any round meets every criterion, and of those meeting every other criterion it lies
 nearest the cost bands (EViT's keep-0.7 cost inside K2's band, its keep-0.5 cost above K3's). How far outside the bands
 it lies, and the sensitivity factor the claim's family uses on it (:func:`sensitivity_of`), :func:`fallback_limitation`
 states on every claim decided on it.
@@ -38,7 +40,8 @@ if TYPE_CHECKING:
 __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "STAND_IN", "AUDIT_MODEL", "start",
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
-           "proxy_premise", "bar_premise", "k6_measurement", "proxy_premises", "fallback_limitation", "band_sides",
+           "proxy_premise", "unbuilt_gpu_candidates", "bar_premise", "k6_measurement", "proxy_premises",
+           "fallback_limitation", "band_sides",
            "against_deit", "distance_factor", "is_proxy", "sensitivity_of", "why_no_factor",
            "sensitivity_text"]
 
@@ -358,6 +361,20 @@ def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = No
                             limitation=fallback_limitation(name, family))
 
 
+@functools.lru_cache(maxsize=None)
+def unbuilt_gpu_candidates() -> tuple[plan.Candidate, ...]:
+    """The candidates whose round builds them only where a GPU is lent (round 3's ``BUILT_ON``) and whose base model
+    is not in the ``default`` checkpoints (its file and sidecar absent: what a round on this CPU alone leaves out)."""
+    out = []
+    for c in round3.CANDIDATES:
+        if round3.BUILT_ON.get(c.name) != "gpu":
+            continue
+        pt, meta = checkpoints.checkpoint_paths(round3.candidate_recipe(c), checkpoints.checkpoint_dir("default"))
+        if not (pt.exists() and meta.exists()):
+            out.append(c)
+    return tuple(out)
+
+
 def proxy_premise(name: str) -> "verdicts.Premise":
     """The model ``name`` is the classification proxy notebook 00 chose by the plan (:data:`PROXY`; a smoke model
     stands for its default model). With no proxy chosen, the premise fails as ``not testable here``: no candidate at
@@ -367,10 +384,13 @@ def proxy_premise(name: str) -> "verdicts.Premise":
 
     key = name.removesuffix("_smoke")
     if PROXY is None:
+        unbuilt = "".join(f" (round {c.round}'s {c.name}, built only where a GPU is lent, is not built)"
+                          for c in unbuilt_gpu_candidates())
         return verdicts.Premise(
             PROXY_CHOSEN, False,
-            f"measured on {name}, outside the papers' regime: no candidate in notebook 00 met K1-K6; one that does, or "
-            "DeiT-S on ImageNet, would decide", fails_as=verdicts.NOT_TESTABLE)
+            f"measured on {name}, outside the papers' regime: no candidate of notebook 00's {len(ROUND_FILES)} "
+            f"pre-registered rounds met K1-K6{unbuilt}; one that does, or DeiT-S on ImageNet, would decide",
+            fails_as=verdicts.NOT_TESTABLE)
     return verdicts.Premise(PROXY_CHOSEN, key == PROXY, f"measured on {name}, chosen {PROXY}")
 
 
