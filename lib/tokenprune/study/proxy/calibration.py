@@ -21,7 +21,8 @@ from tokenprune.training.proxy import finetunes as proxy_finetunes, outputs as p
 from tokenprune.training.proxy.candidates import FINETUNE, Candidate
 
 __all__ = ["measurements", "k5", "check_k5", "nearest_tome_r", "calibrate", "table", "criteria_table",
-           "candidates_table", "cost_figure", "round_status", "rounds_summary", "round_complete", "calibrate_round", "round2_status",
+           "candidates_table", "cost_figure",
+           "round_status", "rounds_summary", "round_complete", "calibrate_round", "round2_status",
            "round2_complete", "calibrate_round2", "NOT_A_CRITERION", "ROUND_TABLES"]
 
 #: the table of notebook 00's report that holds each pre-registered round's measured candidates (:func:`table`)

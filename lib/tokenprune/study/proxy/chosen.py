@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["PARAMETERS", "PROFILES", "CHOSEN", "HOW", "PROXY", "FINE_GRAINED", "STAND_IN", "AUDIT_MODEL", "start",
            "recheck_caches", "PLAN_FILES", "ROUND_FILES",
            "preregistration", "PROXY_CHOSEN", "PROXY_BAR", "FINE_GRAINED_BAR",
-           "proxy_premise", "unbuilt_gpu_candidates", "bar_premise", "k6_measurement", "proxy_premises",
+           "proxy_premise", "bar_premise", "k6_measurement", "proxy_premises",
            "fallback_limitation", "band_sides",
            "against_deit", "distance_factor", "is_proxy", "sensitivity_of", "why_no_factor",
            "sensitivity_text"]
@@ -361,36 +361,20 @@ def bar_premise(name: str, role: Optional[str] = None, label: Optional[str] = No
                             limitation=fallback_limitation(name, family))
 
 
-@functools.lru_cache(maxsize=None)
-def unbuilt_gpu_candidates() -> tuple[plan.Candidate, ...]:
-    """The candidates whose round builds them only where a GPU is lent (round 3's ``BUILT_ON``) and whose base model
-    is not in the ``default`` checkpoints (its file and sidecar absent: what a round on this CPU alone leaves out)."""
-    out = []
-    for c in round3.CANDIDATES:
-        if round3.BUILT_ON.get(c.name) != "gpu":
-            continue
-        pt, meta = checkpoints.checkpoint_paths(round3.candidate_recipe(c), checkpoints.checkpoint_dir("default"))
-        if not (pt.exists() and meta.exists()):
-            out.append(c)
-    return tuple(out)
-
-
 def proxy_premise(name: str) -> "verdicts.Premise":
     """The model ``name`` is the classification proxy notebook 00 chose by the plan (:data:`PROXY`; a smoke model
-    stands for its default model). With no proxy chosen, the premise fails as ``not testable here``: no candidate at
-    this machine's scale put pruning in the papers' regime, and what would decide is named. On another model than
+    stands for its default model). With no proxy chosen, the premise fails as ``not testable here``: no candidate of
+    the pre-registered rounds (:data:`ROUND_FILES`) put pruning in the papers' regime, and what would decide is named
+    (notebook 00's rounds table names the candidates not built). On another model than
     the chosen one (an override) it fails as ``inconclusive``: a proxy not shown to be one where pruning matters."""
     from tokenprune.study import verdicts
 
     key = name.removesuffix("_smoke")
     if PROXY is None:
-        unbuilt = "".join(f" (round {c.round}'s {c.name}, built only where a GPU is lent, is not built)"
-                          for c in unbuilt_gpu_candidates())
         return verdicts.Premise(
             PROXY_CHOSEN, False,
-            f"measured on {name}, outside the papers' regime: no candidate of notebook 00's {len(ROUND_FILES)} "
-            f"pre-registered rounds met K1-K6{unbuilt}; one that does, or DeiT-S on ImageNet, would decide",
-            fails_as=verdicts.NOT_TESTABLE)
+            f"measured on {name}: no candidate of {len(ROUND_FILES)} pre-registered rounds met K1-K6; one that does, "
+            "or DeiT-S on ImageNet, would decide", fails_as=verdicts.NOT_TESTABLE)
     return verdicts.Premise(PROXY_CHOSEN, key == PROXY, f"measured on {name}, chosen {PROXY}")
 
 
